@@ -1,0 +1,140 @@
+// Package products holds what a product is and the rules for creating and
+// changing one. Review and sales counters are kept by the counters processor;
+// the average rating is derived from the stored rating total.
+package products
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/shopstream/shopstream/shared/errcode"
+)
+
+// Limits of product fields.
+const (
+	MaxNameLen        = 200
+	MaxDescriptionLen = 5000
+	MaxCategoryLen    = 100
+	MaxPriceCents     = 100_000_000 // one million in the currency's main unit
+	MaxStock          = 1_000_000_000
+)
+
+// Product is an item for sale.
+type Product struct {
+	ProductID   string `json:"productId" dynamodbav:"productId"`
+	Name        string `json:"name" dynamodbav:"name"`
+	Description string `json:"description" dynamodbav:"description"`
+	Category    string `json:"category" dynamodbav:"category"`
+	PriceCents  int64  `json:"priceCents" dynamodbav:"priceCents"`
+	Stock       int64  `json:"stock" dynamodbav:"stock"`
+	// Counters, written only by the counters processor.
+	ReviewCount int64 `json:"reviewCount" dynamodbav:"reviewCount,omitempty"`
+	RatingTotal int64 `json:"-" dynamodbav:"ratingTotal,omitempty"`
+	UnitsSold   int64 `json:"unitsSold" dynamodbav:"unitsSold,omitempty"`
+	// RatingAverage is derived by Derive; nil when there is no review.
+	RatingAverage *float64 `json:"ratingAverage" dynamodbav:"-"`
+	CreatedAt     string   `json:"createdAt" dynamodbav:"createdAt"`
+	UpdatedAt     string   `json:"updatedAt" dynamodbav:"updatedAt"`
+	Version       int64    `json:"version" dynamodbav:"version"`
+}
+
+// Derive fills the derived fields from the stored ones.
+func (p *Product) Derive() {
+	p.RatingAverage = nil
+	if p.ReviewCount > 0 {
+		avg := float64(p.RatingTotal) / float64(p.ReviewCount)
+		p.RatingAverage = &avg
+	}
+}
+
+// New is the body of a product creation.
+type New struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Category    string `json:"category"`
+	PriceCents  *int64 `json:"priceCents"`
+	Stock       *int64 `json:"stock"`
+}
+
+// Patch is the body of a product change; nil fields stay as they are.
+type Patch struct {
+	Name        *string `json:"name"`
+	Description *string `json:"description"`
+	Category    *string `json:"category"`
+	PriceCents  *int64  `json:"priceCents"`
+	Stock       *int64  `json:"stock"`
+}
+
+// Validate returns an errcode.Invalid error listing every invalid field.
+func (n New) Validate() error {
+	var f errcode.Fields
+	checkText(&f, "name", n.Name, MaxNameLen, true)
+	checkText(&f, "description", n.Description, MaxDescriptionLen, false)
+	checkCategory(&f, n.Category)
+	checkNumber(&f, "priceCents", n.PriceCents, MaxPriceCents, true)
+	checkNumber(&f, "stock", n.Stock, MaxStock, true)
+	return f.Err()
+}
+
+// Validate returns an errcode.Invalid error listing every invalid field.
+func (p Patch) Validate() error {
+	var f errcode.Fields
+	if p.Name == nil && p.Description == nil && p.Category == nil && p.PriceCents == nil && p.Stock == nil {
+		f.Add("", "at least one field is required")
+	}
+	if p.Name != nil {
+		checkText(&f, "name", *p.Name, MaxNameLen, true)
+	}
+	if p.Description != nil {
+		checkText(&f, "description", *p.Description, MaxDescriptionLen, false)
+	}
+	if p.Category != nil {
+		checkCategory(&f, *p.Category)
+	}
+	checkNumber(&f, "priceCents", p.PriceCents, MaxPriceCents, false)
+	checkNumber(&f, "stock", p.Stock, MaxStock, false)
+	return f.Err()
+}
+
+// ValidCategory reports whether c can name a category (used for the
+// ?category= filter too).
+func ValidCategory(c string) bool {
+	var f errcode.Fields
+	checkCategory(&f, c)
+	return len(f) == 0
+}
+
+func checkText(f *errcode.Fields, field, v string, max int, required bool) {
+	switch {
+	case required && strings.TrimSpace(v) == "":
+		f.Add(field, "is required")
+	case !utf8.ValidString(v):
+		f.Add(field, "is not valid UTF-8")
+	case utf8.RuneCountInString(v) > max:
+		f.Add(field, "is longer than %d characters", max)
+	}
+}
+
+func checkCategory(f *errcode.Fields, c string) {
+	switch {
+	case c == "":
+		f.Add("category", "is required")
+	case len(c) > MaxCategoryLen:
+		f.Add("category", "is longer than %d bytes", MaxCategoryLen)
+	case c != strings.TrimSpace(c) || !utf8.ValidString(c):
+		f.Add("category", "must be trimmed UTF-8 text")
+	}
+}
+
+func checkNumber(f *errcode.Fields, field string, v *int64, max int64, required bool) {
+	switch {
+	case v == nil:
+		if required {
+			f.Add(field, "is required")
+		}
+	case *v < 0:
+		f.Add(field, "must not be negative")
+	case *v > max:
+		f.Add(field, "must be at most %d", max)
+	}
+}
