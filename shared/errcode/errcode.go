@@ -38,7 +38,12 @@ type Error struct {
 	Fields []FieldError
 	// Products names the products a Conflict is about (short of stock, gone).
 	Products []string
+	// Err is the underlying cause, for logs; it is never shown to callers.
+	Err error
 }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	if len(e.Fields) > 0 {

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shopstream/shopstream/shared/carts"
+	"github.com/shopstream/shopstream/shared/clock"
+)
+
+// getCart returns the user's cart as stored (Version 0: none). A cart past its
+// expiry that TTL has not removed yet (TTL may lag by up to two days) reads as
+// empty but keeps its version, so a write replaces it conditionally.
+func (s *Store) getCart(ctx context.Context, userID string, consistent bool) (carts.Cart, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.t.Carts), Key: userKey(userID), ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return carts.Cart{}, fmt.Errorf("get cart %s: %w", userID, classify(err))
+	}
+	c := carts.Cart{UserID: userID, Lines: map[string]carts.Line{}}
+	if out.Item == nil {
+		return c, nil
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &c); err != nil {
+		return carts.Cart{}, fmt.Errorf("get cart %s: %w", userID, err)
+	}
+	if c.Lines == nil || int64(c.ExpiresAt) <= s.nowEpoch() {
+		c.Lines = map[string]carts.Line{}
+	}
+	return c, nil
+}
+
+// SetCartLine puts quantity of productID in userID's cart (0 removes it) and
+// renews the cart's expiry. Codes: NotFound (product), Conflict (cart full).
+func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quantity int) (carts.View, error) {
+	if quantity > 0 {
+		if _, err := s.GetProduct(ctx, productID); err != nil {
+			return carts.View{}, fmt.Errorf("set cart line: %w", err)
+		}
+	}
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		c, err := s.getCart(ctx, userID, true)
+		if err != nil {
+			return carts.View{}, fmt.Errorf("set cart line: %w", err)
+		}
+		now := s.now()
+		if err := c.Set(productID, quantity, clock.Format(now)); err != nil {
+			return carts.View{}, err
+		}
+		cond := notExists("userId")
+		if c.Version > 0 {
+			cond = mustBuild(expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(c.Version))))
+		}
+		c.Version++
+		c.UpdatedAt = clock.Format(now)
+		c.ExpiresAt = clock.EpochOf(now.Add(s.cfg.CartTTL))
+		item, err := attributevalue.MarshalMap(c)
+		if err != nil {
+			return carts.View{}, fmt.Errorf("set cart line %s: %w", userID, err)
+		}
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.t.Carts), Item: item,
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
+		})
+		if _, ok := isConditionFailed(err); ok {
+			continue // changed since read
+		}
+		if err != nil {
+			return carts.View{}, fmt.Errorf("set cart line %s: %w", userID, classify(err))
+		}
+		return s.view(ctx, c)
+	}
+	return carts.View{}, contention("set cart line")
+}
+
+// GetCart returns userID's cart with current product names and prices; lines
+// of products that no longer exist are left out. A user without a cart has an
+// empty one.
+func (s *Store) GetCart(ctx context.Context, userID string) (carts.View, error) {
+	c, err := s.getCart(ctx, userID, false)
+	if err != nil {
+		return carts.View{}, err
+	}
+	return s.view(ctx, c)
+}
+
+func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
+	v := carts.View{UserID: c.UserID, Lines: []carts.ViewLine{}, Version: c.Version}
+	if len(c.Lines) == 0 {
+		return v, nil
+	}
+	v.ExpiresAt = c.ExpiresAt
+	ids := c.ProductIDs()
+	ps, err := s.getProducts(ctx, ids, false)
+	if err != nil {
+		return carts.View{}, fmt.Errorf("cart %s: %w", c.UserID, err)
+	}
+	for _, id := range ids {
+		p, ok := ps[id]
+		if !ok {
+			continue
+		}
+		l := c.Lines[id]
+		vl := carts.ViewLine{
+			ProductID: id, ProductName: p.Name, UnitPriceCents: p.PriceCents, Quantity: l.Quantity,
+			LineTotalCents: p.PriceCents * int64(l.Quantity), AddedAt: l.AddedAt,
+		}
+		v.Lines = append(v.Lines, vl)
+		v.TotalCents += vl.LineTotalCents
+	}
+	return v, nil
+}
+

@@ -1,0 +1,504 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/shared/carts"
+	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/orders"
+	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+func orderKey(userID, orderID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"userId":  &types.AttributeValueMemberS{Value: userID},
+		"orderId": &types.AttributeValueMemberS{Value: orderID},
+	}
+}
+
+// Render turns a placed order into the response remembered under its
+// idempotency key, written in the order's own transaction.
+type Render func(orders.Order) (Response, error)
+
+// shortage is a Conflict naming the products an order cannot have.
+func shortage(gone, short []string) error {
+	var parts []string
+	if len(short) > 0 {
+		parts = append(parts, "short of stock: "+strings.Join(short, ", "))
+	}
+	if len(gone) > 0 {
+		parts = append(parts, "no longer available: "+strings.Join(gone, ", "))
+	}
+	return &errcode.Error{Code: errcode.Conflict, Message: strings.Join(parts, "; "), Products: append(append([]string{}, short...), gone...)}
+}
+
+// PlaceOrder places an order of userID for the request's items, or the cart's
+// lines (emptying the cart). One transaction checks the user, puts the order
+// with each line's current name and price, decrements each product's stock
+// on the condition that enough is left (and the price is the one read), and
+// claims idem when given. Cancellations by contention are retried with
+// jittered backoff. Codes: Invalid, NotFound (user not registered), Conflict
+// (short of stock, product gone, empty cart), Unavailable; ErrKeyUsed when
+// idem was used first by another request.
+func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, idem *Idempotency, render Render) (orders.Order, error) {
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		items := req.Items
+		var cart carts.Cart
+		if req.FromCart {
+			var err error
+			if cart, err = s.getCart(ctx, userID, true); err != nil {
+				return orders.Order{}, fmt.Errorf("place order: %w", err)
+			}
+			if len(cart.Lines) == 0 {
+				return orders.Order{}, errcode.Errorf(errcode.Conflict, "the cart is empty")
+			}
+			items = nil
+			for _, id := range cart.ProductIDs() {
+				items = append(items, orders.Item{ProductID: id, Quantity: cart.Lines[id].Quantity})
+			}
+		}
+		merged, err := orders.Merge(items)
+		if err != nil {
+			return orders.Order{}, err
+		}
+		ids := make([]string, len(merged))
+		for i, it := range merged {
+			ids[i] = it.ProductID
+		}
+		ps, err := s.getProducts(ctx, ids, true)
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("place order: %w", err)
+		}
+		var gone, short []string
+		for _, it := range merged {
+			p, ok := ps[it.ProductID]
+			switch {
+			case !ok:
+				gone = append(gone, it.ProductID)
+			case p.Stock < int64(it.Quantity):
+				short = append(short, it.ProductID)
+			}
+		}
+		if len(gone)+len(short) > 0 {
+			return orders.Order{}, shortage(gone, short)
+		}
+
+		now := s.stamp()
+		o := orders.Order{UserID: userID, OrderID: s.cfg.NewID(), Status: orders.Placed, CreatedAt: now, UpdatedAt: now, Version: 1}
+		for _, it := range merged {
+			p := ps[it.ProductID]
+			o.Lines = append(o.Lines, orders.Line{ProductID: p.ProductID, ProductName: p.Name, UnitPriceCents: p.PriceCents, Quantity: it.Quantity})
+		}
+		o.TotalCents = orders.Total(o.Lines)
+		o.OpenShard = orders.OpenKey(orders.Placed, orders.Shard(o.OrderID, tables.OpenOrderShards))
+
+		actions, err := s.placeActions(o, ps, cart, req.FromCart)
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
+		}
+		idemAt := -1
+		if idem != nil {
+			resp, err := render(o)
+			if err != nil {
+				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
+			}
+			put, err := s.claimPut(*idem, resp)
+			if err != nil {
+				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
+			}
+			idemAt = len(actions)
+			actions = append(actions, put)
+		}
+
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if err == nil {
+			return o, nil
+		}
+		c, ok := cancelled(err)
+		if !ok {
+			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, classify(err))
+		}
+		switch {
+		case c.failed(0):
+			return orders.Order{}, errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
+		case c.failed(idemAt):
+			return orders.Order{}, ErrKeyUsed
+		case c.anyCondition():
+			// A product changed between the read and the write. When the
+			// cancellation carries the item, a short stock is final; otherwise
+			// the next round's consistent read decides.
+			for i, it := range merged {
+				if !c.failed(2 + i) {
+					continue
+				}
+				if item := c.items[2+i]; item != nil {
+					var p products.Product
+					if attributevalue.UnmarshalMap(item, &p) == nil && p.Stock < int64(it.Quantity) {
+						short = append(short, it.ProductID)
+					}
+				}
+			}
+			if len(short) > 0 {
+				return orders.Order{}, shortage(nil, short)
+			}
+		case c.retryable():
+		default:
+			return orders.Order{}, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return orders.Order{}, err
+		}
+	}
+	return orders.Order{}, contention("place order")
+}
+
+// placeActions returns the transaction of a placement: [0] the user check,
+// [1] the order, [2…] one stock decrement per line, then the cart.
+func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, cart carts.Cart, fromCart bool) ([]types.TransactWriteItem, error) {
+	item, err := attributevalue.MarshalMap(o)
+	if err != nil {
+		return nil, err
+	}
+	orderCond := notExists("orderId")
+	actions := []types.TransactWriteItem{
+		s.userExists(o.UserID),
+		{Put: &types.Put{
+			TableName: aws.String(s.t.Orders), Item: item,
+			ConditionExpression: orderCond.Condition(), ExpressionAttributeNames: orderCond.Names(),
+		}},
+	}
+	for _, l := range o.Lines {
+		upd := expression.Set(expression.Name("stock"), expression.Name("stock").Minus(expression.Value(l.Quantity))).
+			Add(expression.Name("version"), expression.Value(1))
+		cond := expression.AttributeExists(expression.Name("productId")).
+			And(expression.Name("stock").GreaterThanEqual(expression.Value(l.Quantity))).
+			And(expression.Name("priceCents").Equal(expression.Value(ps[l.ProductID].PriceCents))).
+			And(expression.Name("name").Equal(expression.Value(ps[l.ProductID].Name)))
+		e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.t.Products), Key: productKey(l.ProductID),
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+	}
+	if fromCart {
+		upd := expression.Set(expression.Name("lines"), expression.Value(map[string]carts.Line{})).
+			Set(expression.Name("updatedAt"), expression.Value(o.CreatedAt)).
+			Add(expression.Name("version"), expression.Value(1))
+		cond := expression.Name("version").Equal(expression.Value(cart.Version))
+		e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.t.Carts), Key: userKey(o.UserID),
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		}})
+	}
+	return actions, nil
+}
+
+// GetOrder returns an order of userID. Codes: NotFound.
+func (s *Store) GetOrder(ctx context.Context, userID, orderID string) (orders.Order, error) {
+	return s.getOrder(ctx, userID, orderID, false)
+}
+
+func (s *Store) getOrder(ctx context.Context, userID, orderID string, consistent bool) (orders.Order, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.t.Orders), Key: orderKey(userID, orderID), ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return orders.Order{}, fmt.Errorf("get order %s: %w", orderID, classify(err))
+	}
+	if out.Item == nil {
+		return orders.Order{}, errcode.Errorf(errcode.NotFound, "order %s not found", orderID)
+	}
+	var o orders.Order
+	if err := attributevalue.UnmarshalMap(out.Item, &o); err != nil {
+		return orders.Order{}, fmt.Errorf("get order %s: %w", orderID, err)
+	}
+	return o, nil
+}
+
+// statusUpdate is the update of an order moving to status to at now: the
+// open-orders key follows the status while open and is removed when the order
+// closes (else the sparse index keeps a stale entry); a closed order gets its
+// expiry.
+func (s *Store) statusUpdate(o orders.Order, to orders.Status, ifMatch *int64) expression.Expression {
+	now := s.now()
+	upd := expression.Set(expression.Name("status"), expression.Value(to)).
+		Set(expression.Name("updatedAt"), expression.Value(clock.Format(now))).
+		Add(expression.Name("version"), expression.Value(1))
+	if to.Open() {
+		upd = upd.Set(expression.Name("openShard"), expression.Value(orders.OpenKey(to, orders.Shard(o.OrderID, tables.OpenOrderShards))))
+	} else {
+		upd = upd.Remove(expression.Name("openShard")).
+			Set(expression.Name("expiresAt"), expression.Value(now.Add(s.cfg.OrderRetention).Unix()))
+	}
+	cond := expression.Name("status").Equal(expression.Value(o.Status))
+	if ifMatch != nil {
+		cond = cond.And(expression.Name("version").Equal(expression.Value(*ifMatch)))
+	}
+	return mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+}
+
+// CancelOrder cancels an order of userID that is still PLACED and puts its
+// quantities back in stock, in one transaction. Lines of products deleted
+// since are not restocked. Codes: NotFound, Conflict (not PLACED).
+func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders.Order, error) {
+	gone := map[string]bool{}
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		o, err := s.getOrder(ctx, userID, orderID, true)
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("cancel order: %w", err)
+		}
+		if o.Status != orders.Placed {
+			return orders.Order{}, errcode.Errorf(errcode.Conflict, "order %s is %s; only a PLACED order can be cancelled", orderID, o.Status)
+		}
+		e := s.statusUpdate(o, orders.Cancelled, &o.Version)
+		actions := []types.TransactWriteItem{{Update: &types.Update{
+			TableName: aws.String(s.t.Orders), Key: orderKey(userID, orderID),
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		}}}
+		var restocked []orders.Line
+		for _, l := range o.Lines {
+			if gone[l.ProductID] {
+				continue
+			}
+			restocked = append(restocked, l)
+			pe := mustBuild(expression.NewBuilder().
+				WithUpdate(expression.Set(expression.Name("stock"), expression.Name("stock").Plus(expression.Value(l.Quantity))).
+					Add(expression.Name("version"), expression.Value(1))).
+				WithCondition(expression.AttributeExists(expression.Name("productId"))))
+			actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(s.t.Products), Key: productKey(l.ProductID),
+				UpdateExpression: pe.Update(), ConditionExpression: pe.Condition(),
+				ExpressionAttributeNames: pe.Names(), ExpressionAttributeValues: pe.Values(),
+			}})
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if err == nil {
+			return s.getOrder(ctx, userID, orderID, true)
+		}
+		c, ok := cancelled(err)
+		switch {
+		case !ok:
+			return orders.Order{}, fmt.Errorf("cancel order %s: %w", orderID, classify(err))
+		case c.failed(0):
+			continue // changed since read: read again
+		case c.anyCondition():
+			for i, l := range restocked {
+				if c.failed(1 + i) {
+					gone[l.ProductID] = true
+				}
+			}
+			continue
+		case !c.retryable():
+			return orders.Order{}, fmt.Errorf("cancel order %s: cancelled %v: %w", orderID, c.codes, err)
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return orders.Order{}, err
+		}
+	}
+	return orders.Order{}, contention("cancel order")
+}
+
+// MoveOrder moves an order of userID to status to, forward along PLACED →
+// SHIPPED → DELIVERED, conditional on the status it read (and on ifMatch).
+// Codes: NotFound, Conflict (any other move), PreconditionFailed.
+func (s *Store) MoveOrder(ctx context.Context, userID, orderID string, to orders.Status, ifMatch *int64) (orders.Order, error) {
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		o, err := s.getOrder(ctx, userID, orderID, true)
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("move order: %w", err)
+		}
+		if ifMatch != nil && *ifMatch != o.Version {
+			return orders.Order{}, errcode.Errorf(errcode.PreconditionFailed, "order %s is at version %d", orderID, o.Version)
+		}
+		if !orders.CanMove(o.Status, to) {
+			return orders.Order{}, errcode.Errorf(errcode.Conflict, "order %s cannot move from %s to %s", orderID, o.Status, to)
+		}
+		e := s.statusUpdate(o, to, &o.Version)
+		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.t.Orders), Key: orderKey(userID, orderID),
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ReturnValues: types.ReturnValueAllNew,
+		})
+		if _, ok := isConditionFailed(err); ok {
+			continue
+		}
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("move order %s: %w", orderID, classify(err))
+		}
+		var moved orders.Order
+		if err := attributevalue.UnmarshalMap(out.Attributes, &moved); err != nil {
+			return orders.Order{}, fmt.Errorf("move order %s: %w", orderID, err)
+		}
+		return moved, nil
+	}
+	return orders.Order{}, contention("move order")
+}
+
+// ListUserOrders returns userID's orders, newest first, optionally only those
+// in status. Codes: Invalid (a position of another list).
+func (s *Store) ListUserOrders(ctx context.Context, userID string, status orders.Status, limit int, after *Position) (Page[orders.Order], error) {
+	var start map[string]string
+	if after != nil {
+		if err := checkKey(after.Key, "userId", "orderId"); err != nil || len(after.Shards) > 0 {
+			return Page[orders.Order]{}, badCursor()
+		}
+		start = after.Key
+	}
+	b := expression.NewBuilder().WithKeyCondition(expression.Key("userId").Equal(expression.Value(userID)))
+	if status != "" {
+		b = b.WithFilter(expression.Name("status").Equal(expression.Value(status)))
+	}
+	e := mustBuild(b)
+	want := ClampLimit(limit)
+	page := Page[orders.Order]{Items: []orders.Order{}}
+	// A filter applies after Limit: keep reading until the page is full, the
+	// partition ends, or a bounded number of reads is spent.
+	for reads := 0; ; reads++ {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(s.t.Orders), KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(want - int32(len(page.Items))), ExclusiveStartKey: keyToAV(start),
+		})
+		if err != nil {
+			return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, classify(err))
+		}
+		var got []orders.Order
+		if err := attributevalue.UnmarshalListOfMaps(out.Items, &got); err != nil {
+			return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, err)
+		}
+		page.Items = append(page.Items, got...)
+		if start, err = lekToKey(out.LastEvaluatedKey); err != nil {
+			return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, err)
+		}
+		if start == nil {
+			return page, nil
+		}
+		if int32(len(page.Items)) >= want || reads >= 9 {
+			page.Next = &Position{Key: start}
+			return page, nil
+		}
+	}
+}
+
+// ListOpenOrders returns the orders in an open status (PLACED, SHIPPED),
+// oldest first. The open-orders index is written in tables.OpenOrderShards
+// shards; a page reads up to limit entries from each shard after its position
+// and merges them by order id (ULIDs order by time), keeping one position per
+// shard. Codes: Invalid.
+func (s *Store) ListOpenOrders(ctx context.Context, status orders.Status, limit int, after *Position) (Page[orders.Order], error) {
+	n := tables.OpenOrderShards
+	pos := make([]ShardPosition, n)
+	if after != nil {
+		if len(after.Shards) != n || after.Key != nil {
+			return Page[orders.Order]{}, badCursor()
+		}
+		for i, sp := range after.Shards {
+			if err := checkKey(sp.After, "openShard", "orderId", "userId"); err != nil {
+				return Page[orders.Order]{}, err
+			}
+			if sp.After != nil && sp.After["openShard"] != orders.OpenKey(status, i) {
+				return Page[orders.Order]{}, badCursor()
+			}
+		}
+		copy(pos, after.Shards)
+	}
+	want := int(ClampLimit(limit))
+
+	type shardPage struct {
+		items []orders.Order
+		more  bool
+		err   error
+	}
+	pages := make([]shardPage, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		if pos[i].Done {
+			continue
+		}
+		wg.Go(func() {
+			e := mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key("openShard").Equal(expression.Value(orders.OpenKey(status, i)))))
+			out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+				TableName: aws.String(s.t.Orders), IndexName: aws.String(tables.OrdersOpenByStatus),
+				KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+				ScanIndexForward: aws.Bool(true), Limit: aws.Int32(int32(want)), ExclusiveStartKey: keyToAV(pos[i].After),
+			})
+			if err != nil {
+				pages[i].err = fmt.Errorf("shard %d: %w", i, classify(err))
+				return
+			}
+			pages[i].more = len(out.LastEvaluatedKey) > 0
+			pages[i].err = attributevalue.UnmarshalListOfMaps(out.Items, &pages[i].items)
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for _, p := range pages {
+		errs = append(errs, p.err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Page[orders.Order]{}, fmt.Errorf("list open orders %s: %w", status, err)
+	}
+
+	// k-way merge: take the smallest head until the page is full.
+	heads := make([]int, n)
+	page := Page[orders.Order]{Items: []orders.Order{}}
+	for len(page.Items) < want {
+		best := -1
+		for i := range n {
+			if heads[i] >= len(pages[i].items) {
+				continue
+			}
+			if best < 0 || less(pages[i].items[heads[i]], pages[best].items[heads[best]]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		o := pages[best].items[heads[best]]
+		heads[best]++
+		page.Items = append(page.Items, o)
+		pos[best].After = map[string]string{"openShard": o.OpenShard, "orderId": o.OrderID, "userId": o.UserID}
+	}
+	more := false
+	for i := range n {
+		if pos[i].Done {
+			continue
+		}
+		if heads[i] == len(pages[i].items) && !pages[i].more {
+			pos[i].Done = true
+			continue
+		}
+		more = true
+	}
+	if more {
+		page.Next = &Position{Shards: pos}
+	}
+	return page, nil
+}
+
+func less(a, b orders.Order) bool {
+	if a.OrderID != b.OrderID {
+		return a.OrderID < b.OrderID
+	}
+	return a.UserID < b.UserID
+}
+

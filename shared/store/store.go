@@ -1,0 +1,299 @@
+// Package store holds shopstream's DynamoDB access for the API: users and
+// their email claims, products, reviews, carts, orders and idempotency keys.
+// Every multi-item change is one TransactWriteItems; every read-modify-write is
+// conditional on the version it read. Methods return errcode errors for
+// outcomes a caller can act on and document which codes.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/ulid"
+)
+
+// DB is the part of the DynamoDB client the store uses.
+type DB interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Tables are the physical table names the store uses.
+type Tables struct {
+	Users, UserEmails, Products, Reviews, Carts, Orders, IdempotencyKeys string
+}
+
+func (t Tables) byLogical() map[string]*string {
+	return map[string]*string{
+		tables.Users:           &t.Users,
+		tables.UserEmails:      &t.UserEmails,
+		tables.Products:        &t.Products,
+		tables.Reviews:         &t.Reviews,
+		tables.Carts:           &t.Carts,
+		tables.Orders:          &t.Orders,
+		tables.IdempotencyKeys: &t.IdempotencyKeys,
+	}
+}
+
+// TablesWithPrefix returns the names of the tables created under prefix.
+func TablesWithPrefix(prefix string) Tables {
+	var t Tables
+	for logical, p := range t.byLogical() {
+		*p = tables.Physical(prefix, logical)
+	}
+	return t
+}
+
+// TablesFromEnv reads every name from its table's EnvVar.
+func TablesFromEnv(getenv func(string) string) (Tables, error) {
+	var t Tables
+	for logical, p := range t.byLogical() {
+		def, err := tables.ByName(logical)
+		if err != nil {
+			return Tables{}, err
+		}
+		if *p = getenv(def.EnvVar); *p == "" {
+			return Tables{}, fmt.Errorf("table %s: %s is not set", logical, def.EnvVar)
+		}
+	}
+	return t, nil
+}
+
+// Config configures a Store.
+type Config struct {
+	Tables Tables
+	// CartTTL is how long a cart lives after its last touch (default 7 days).
+	CartTTL time.Duration
+	// OrderRetention is how long a closed order stays before TTL archives it
+	// (default 365 days).
+	OrderRetention time.Duration
+	// IdempotencyTTL is how long an idempotency key is remembered (default 24 h).
+	IdempotencyTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NewID returns a fresh ULID (default a monotonic generator on Now).
+	NewID func() string
+	// MaxAttempts bounds retries of a transaction cancelled by contention
+	// (default 12).
+	MaxAttempts int
+}
+
+// Store reads and writes shopstream's tables.
+type Store struct {
+	db  DB
+	cfg Config
+	t   Tables
+
+	mu  sync.Mutex
+	rnd *rand.Rand
+}
+
+// New returns a Store on db.
+func New(db DB, cfg Config) *Store {
+	if cfg.CartTTL <= 0 {
+		cfg.CartTTL = 7 * 24 * time.Hour
+	}
+	if cfg.OrderRetention <= 0 {
+		cfg.OrderRetention = 365 * 24 * time.Hour
+	}
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = ulid.New(cfg.Now).Make
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 12
+	}
+	return &Store{
+		db:  metered{db},
+		cfg: cfg,
+		t:   cfg.Tables,
+		rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed)),
+	}
+}
+
+func (s *Store) now() time.Time  { return s.cfg.Now().UTC() }
+func (s *Store) stamp() string   { return clock.Format(s.now()) }
+func (s *Store) nowEpoch() int64 { return s.now().Unix() }
+
+// backoff sleeps before retry attempt (1-based) with full jitter: a random
+// time up to min(1s, 10ms·2^attempt), so contenders spread out.
+func (s *Store) backoff(ctx context.Context, attempt int) error {
+	ceiling := 10 * time.Millisecond << min(attempt, 7)
+	ceiling = min(ceiling, time.Second)
+	s.mu.Lock()
+	d := time.Duration(s.rnd.Int64N(int64(ceiling)) + 1)
+	s.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// contention is returned when retries ran out.
+func contention(op string) error {
+	return &errcode.Error{Code: errcode.Unavailable, Message: op + ": too much contention, retry later"}
+}
+
+func unavailable(err error) error {
+	return &errcode.Error{Code: errcode.Unavailable, Message: "the database is busy, retry later", Err: err}
+}
+
+// classify turns throttling, service failures and timeouts into
+// errcode.Unavailable; other errors pass as they are.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+			"InternalServerError", "ServiceUnavailable", "LimitExceededException":
+			return unavailable(err)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return unavailable(err)
+	}
+	return err
+}
+
+// isConditionFailed reports a failed ConditionExpression of a single-item write.
+func isConditionFailed(err error) (*types.ConditionalCheckFailedException, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	ok := errors.As(err, &ccf)
+	return ccf, ok
+}
+
+// Reasons of a cancelled transaction, in action order.
+const (
+	reasonNone        = "None"
+	reasonCondition   = "ConditionalCheckFailed"
+	reasonConflict    = "TransactionConflict"
+	reasonThrottled   = "ThrottlingError"
+	reasonProvisioned = "ProvisionedThroughputExceeded"
+)
+
+// cancellation decodes a TransactionCanceledException: the reason code of
+// each action, in the order of the request.
+type cancellation struct {
+	codes []string
+	items []map[string]types.AttributeValue
+}
+
+func cancelled(err error) (*cancellation, bool) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, false
+	}
+	c := &cancellation{}
+	for _, r := range tce.CancellationReasons {
+		c.codes = append(c.codes, aws.ToString(r.Code))
+		c.items = append(c.items, r.Item)
+	}
+	return c, true
+}
+
+// failed reports whether action i failed its condition.
+func (c *cancellation) failed(i int) bool { return i >= 0 && i < len(c.codes) && c.codes[i] == reasonCondition }
+
+// anyCondition reports whether some action failed its condition.
+func (c *cancellation) anyCondition() bool {
+	for _, code := range c.codes {
+		if code == reasonCondition {
+			return true
+		}
+	}
+	return false
+}
+
+// retryable reports a cancellation by contention or throttling only: worth
+// retrying as it is.
+func (c *cancellation) retryable() bool {
+	any := false
+	for _, code := range c.codes {
+		switch code {
+		case reasonNone, "":
+		case reasonConflict, reasonThrottled, reasonProvisioned:
+			any = true
+		default:
+			return false
+		}
+	}
+	return any
+}
+
+// Meter counts the DynamoDB calls and consumed capacity of one request.
+type Meter struct {
+	mu    sync.Mutex
+	calls int
+	read  float64
+	write float64
+}
+
+// Usage is what a Meter counted.
+type Usage struct {
+	Calls int
+	// ReadUnits and WriteUnits are the capacity units DynamoDB reported
+	// (ReturnConsumedCapacity=TOTAL), tables and indexes together.
+	ReadUnits, WriteUnits float64
+}
+
+// Usage returns the counts so far.
+func (m *Meter) Usage() Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Usage{Calls: m.calls, ReadUnits: m.read, WriteUnits: m.write}
+}
+
+func (m *Meter) add(write bool, ccs ...types.ConsumedCapacity) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	for _, cc := range ccs {
+		units := aws.ToFloat64(cc.CapacityUnits)
+		if write {
+			m.write += units
+		} else {
+			m.read += units
+		}
+	}
+}
+
+type meterKey struct{}
+
+// WithMeter returns a context whose DynamoDB calls are counted by m.
+func WithMeter(ctx context.Context, m *Meter) context.Context {
+	return context.WithValue(ctx, meterKey{}, m)
+}
+
+func meterOf(ctx context.Context) *Meter {
+	m, _ := ctx.Value(meterKey{}).(*Meter)
+	return m
+}
