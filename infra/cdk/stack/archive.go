@@ -1,0 +1,51 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// archive declares the archive bucket (what TTL removes from the hot tables)
+// and the bucket of its server access logs. Both are private, TLS-only,
+// encrypted, and retained in every stage: the archive is the only copy of an
+// expired order.
+func (b *builder) archive() {
+	accessLogs := awss3.NewBucket(b.s.Stack, jsii.String("AccessLogsBucket"), &awss3.BucketProps{
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		MinimumTLSVersion: jsii.Number(1.2),
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("expire-access-logs"),
+			Expiration:                          awscdk.Duration_Days(jsii.Number(365)),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
+		}},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+	b.s.Archive = awss3.NewBucket(b.s.Stack, jsii.String("ArchiveBucket"), &awss3.BucketProps{
+		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:             jsii.Bool(true),
+		MinimumTLSVersion:      jsii.Number(1.2),
+		Encryption:             awss3.BucketEncryption_S3_MANAGED,
+		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		ServerAccessLogsBucket: accessLogs,
+		ServerAccessLogsPrefix: jsii.String("archive/"),
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id: jsii.String("archive-to-colder-storage"),
+			Transitions: &[]*awss3.Transition{
+				{
+					StorageClass:    awss3.StorageClass_INFREQUENT_ACCESS(),
+					TransitionAfter: awscdk.Duration_Days(jsii.Number(float64(b.cfg.ArchiveInfrequentAfterDays))),
+				},
+				{
+					StorageClass:    awss3.StorageClass_GLACIER_INSTANT_RETRIEVAL(),
+					TransitionAfter: awscdk.Duration_Days(jsii.Number(float64(b.cfg.ArchiveGlacierAfterDays))),
+				},
+			},
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
+		}},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+}

@@ -1,0 +1,231 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// Environment variables that are not table names (those are tables.Table.EnvVar).
+const (
+	EnvArchiveBucket  = "ARCHIVE_BUCKET"
+	EnvSearchEndpoint = "SEARCH_ENDPOINT"
+)
+
+// SearchIndex is the one OpenSearch index of shopstream.
+const SearchIndex = "products"
+
+// Handler is the handler name of every function: the provided.al2023 runtime
+// runs the file named bootstrap.
+const Handler = "bootstrap"
+
+// SearchAccess is what a function may do on the search index.
+type SearchAccess int
+
+// Search access levels.
+const (
+	SearchNone SearchAccess = iota
+	SearchRead
+	SearchReadWrite
+)
+
+// Access is what one function may touch. Its environment and its grants both
+// come from here, so a function never holds a name it may not use, nor a grant
+// it has no name for. Stream reads come from shared/wiring.
+type Access struct {
+	// Tables are read and written (data only, never the table's settings).
+	Tables []string
+	// Search is its access to the search index.
+	Search SearchAccess
+	// Archive lets the function put objects under the prefix of every table
+	// whose stream feeds it (shared/wiring).
+	Archive   bool
+	MemoryMiB int
+	Timeout   time.Duration
+}
+
+// Accesses returns the access of every function of wiring.Functions.
+func Accesses() map[string]Access {
+	return map[string]Access{
+		wiring.API: {
+			Tables:    []string{tables.Users, tables.UserEmails, tables.Products, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
+			Search:    SearchRead,
+			MemoryMiB: 512,
+			Timeout:   10 * time.Second,
+		},
+		wiring.Counters: {
+			Tables:    []string{tables.Users, tables.Products, tables.CounterEvents},
+			MemoryMiB: 256,
+			Timeout:   60 * time.Second,
+		},
+		wiring.StreamIndexer: {
+			Search:    SearchReadWrite,
+			MemoryMiB: 256,
+			Timeout:   60 * time.Second,
+		},
+		wiring.Archiver: {
+			Archive:   true,
+			MemoryMiB: 256,
+			Timeout:   60 * time.Second,
+		},
+	}
+}
+
+// ArchivedTables returns the tables whose streams feed the archiver, sorted:
+// the archiver writes under their prefixes only.
+func ArchivedTables() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range wiring.Mappings() {
+		if m.Function == wiring.Archiver && !seen[m.Table] {
+			seen[m.Table] = true
+			out = append(out, m.Table)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// EnvKeys returns the names of the environment variables of a function, sorted;
+// template.yaml must give the function the same ones.
+func (a Access) EnvKeys() ([]string, error) {
+	var keys []string
+	for _, name := range a.Tables {
+		t, err := tables.ByName(name)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, t.EnvVar)
+	}
+	if a.Archive {
+		keys = append(keys, EnvArchiveBucket)
+	}
+	if a.Search != SearchNone {
+		keys = append(keys, EnvSearchEndpoint)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// functions declares every function of wiring.Functions with one helper and
+// grants it exactly its Access.
+func (b *builder) functions() error {
+	acc := Accesses()
+	var searchRoles []awsiam.IRole
+	for _, name := range wiring.Functions() {
+		a, ok := acc[name]
+		if !ok {
+			return fmt.Errorf("function %s: no access declared", name)
+		}
+		env := map[string]*string{}
+		for _, tn := range a.Tables {
+			t, err := tables.ByName(tn)
+			if err != nil {
+				return fmt.Errorf("function %s: %w", name, err)
+			}
+			table, ok := b.s.Tables[tn]
+			if !ok {
+				return fmt.Errorf("function %s: table %s not in the stack", name, tn)
+			}
+			env[t.EnvVar] = table.TableName()
+		}
+		if a.Archive {
+			env[EnvArchiveBucket] = b.s.Archive.BucketName()
+		}
+		if a.Search != SearchNone {
+			env[EnvSearchEndpoint] = jsii.String("https://" + *b.s.Search.DomainEndpoint())
+		}
+		fn, err := b.goFunction(name, a, env)
+		if err != nil {
+			return err
+		}
+		for _, tn := range a.Tables {
+			b.s.Tables[tn].GrantReadWriteData(fn)
+		}
+		if a.Archive {
+			// PutObject (and aborting the multipart uploads it may start),
+			// nothing else, under each archived table's own prefix.
+			var prefixes []*string
+			for _, tn := range ArchivedTables() {
+				prefixes = append(prefixes, b.s.Archive.ArnForObjects(jsii.String(tn+"/*")))
+			}
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee:      fn,
+				Actions:      jsii.Strings("s3:PutObject", "s3:AbortMultipartUpload"),
+				ResourceArns: &prefixes,
+			})
+		}
+		switch a.Search {
+		case SearchRead:
+			b.s.Search.GrantIndexRead(jsii.String(SearchIndex), fn)
+			// A query is POST /products/_search; no other POST.
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee:      fn,
+				Actions:      jsii.Strings("es:ESHttpPost"),
+				ResourceArns: jsii.Strings(*b.s.Search.DomainArn() + "/" + SearchIndex + "/_search"),
+			})
+		case SearchReadWrite:
+			b.s.Search.GrantIndexReadWrite(jsii.String(SearchIndex), fn)
+		}
+		if a.Search != SearchNone {
+			searchRoles = append(searchRoles, fn.Role())
+		}
+		b.s.Functions[name] = fn
+	}
+	b.searchAccessPolicy(searchRoles)
+	return nil
+}
+
+// goFunction is the one helper for every Go function: provided.al2023 on arm64,
+// the bootstrap of make build, JSON logs into its own log group with the
+// stage's retention, active tracing, and a role that starts empty (no managed
+// policy) and gets only what the caller grants.
+func (b *builder) goFunction(name string, a Access, env map[string]*string) (awslambda.Function, error) {
+	dir := filepath.Join(b.dist, name)
+	if _, err := os.Stat(filepath.Join(dir, Handler)); err != nil {
+		return nil, fmt.Errorf("function %s: %w (run make build)", name, err)
+	}
+	id := constructID(name)
+	fnName := b.cfg.Name + "-" + name
+	logs := awslogs.NewLogGroup(b.s.Stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/lambda/" + fnName),
+		Retention:     b.cfg.LogRetention,
+		RemovalPolicy: b.cfg.RemovalPolicy(),
+	})
+	role := awsiam.NewRole(b.s.Stack, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("shopstream " + name + " function"),
+	})
+	logs.GrantWrite(role)
+	props := &awslambda.FunctionProps{
+		FunctionName:  jsii.String(fnName),
+		Description:   jsii.String("shopstream " + name),
+		Runtime:       awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:  awslambda.Architecture_ARM_64(),
+		Handler:       jsii.String(Handler),
+		Code:          awslambda.Code_FromAsset(jsii.String(dir), nil),
+		MemorySize:    jsii.Number(float64(a.MemoryMiB)),
+		Timeout:       awscdk.Duration_Seconds(jsii.Number(a.Timeout.Seconds())),
+		Environment:   &env,
+		LoggingFormat: awslambda.LoggingFormat_JSON,
+		LogGroup:      logs,
+		Tracing:       awslambda.Tracing_ACTIVE,
+		Role:          role,
+	}
+	if n, ok := b.cfg.ReservedConcurrency[name]; ok {
+		props.ReservedConcurrentExecutions = jsii.Number(float64(n))
+	}
+	fn := awslambda.NewFunction(b.s.Stack, jsii.String(id+"Function"), props)
+	return fn, nil
+}

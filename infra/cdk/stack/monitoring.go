@@ -1,0 +1,122 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// Alarm thresholds.
+const (
+	// iteratorAgeAlarmMs: stream records older than this mean counters, search
+	// or the archive fall behind the tables.
+	iteratorAgeAlarmMs = 5 * 60 * 1000
+	// apiLatencyAlarmMs is the p99 end-to-end latency of the HTTP API.
+	apiLatencyAlarmMs = 2000
+	// api5xxAlarm is the 5xx count per five minutes.
+	api5xxAlarm = 5
+)
+
+// monitoring declares an alarm topic, alarms on every failure mode the
+// operator must hear of, and one dashboard with the same metrics.
+func (b *builder) monitoring(email string) {
+	topic := awssns.NewTopic(b.s.Stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+		TopicName:  b.name("alarms"),
+		EnforceSSL: jsii.Bool(true),
+	})
+	if email != "" {
+		awssns.NewSubscription(b.s.Stack, jsii.String("AlarmEmail"), &awssns.SubscriptionProps{
+			Topic:    topic,
+			Protocol: awssns.SubscriptionProtocol_EMAIL,
+			Endpoint: jsii.String(email),
+		})
+	}
+	action := awscloudwatchactions.NewSnsAction(topic)
+	period := awscdk.Duration_Minutes(jsii.Number(5))
+	alarm := func(id string, m awscloudwatch.IMetric, threshold float64, periods float64, desc string) {
+		a := awscloudwatch.NewAlarm(b.s.Stack, jsii.String(id+"Alarm"), &awscloudwatch.AlarmProps{
+			AlarmName:          b.name(id),
+			AlarmDescription:   jsii.String(desc),
+			Metric:             m,
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(periods),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
+
+	var fnErrors, fnThrottles, iterAge, dlq, ddbThrottles []awscloudwatch.IMetric
+	for _, name := range wiring.Functions() {
+		fn := b.s.Functions[name]
+		id := constructID(name)
+		errs := fn.MetricErrors(sum)
+		thr := fn.MetricThrottles(sum)
+		alarm(id+"Errors", errs, 1, 1, name+" returned errors (a failed batch or invocation)")
+		alarm(id+"Throttles", thr, 1, 1, name+" was throttled")
+		fnErrors = append(fnErrors, errs)
+		fnThrottles = append(fnThrottles, thr)
+	}
+	streamFns := map[string]bool{}
+	for _, m := range wiring.Mappings() {
+		streamFns[m.Function] = true
+		q := b.s.Queues[m.Name].MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")})
+		alarm(constructID(m.Name)+"FailuresDepth", q, 1, 1, "batches of "+m.Name+" given up on: read the shard and sequence range from the queue and replay them")
+		dlq = append(dlq, q)
+	}
+	for _, name := range wiring.Functions() {
+		if !streamFns[name] {
+			continue
+		}
+		age := b.s.Functions[name].Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")})
+		alarm(constructID(name)+"IteratorAge", age, iteratorAgeAlarmMs, 3, name+" falls behind its streams")
+		iterAge = append(iterAge, age)
+	}
+	for i, t := range tables.All() {
+		table := b.s.Tables[t.Name]
+		// Ids unique across tables: the dashboard graphs them together.
+		r, w := fmt.Sprintf("r%d", i), fmt.Sprintf("w%d", i)
+		throttled := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(r + " + " + w),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				r: table.Metric(jsii.String("ReadThrottleEvents"), sum),
+				w: table.Metric(jsii.String("WriteThrottleEvents"), sum),
+			},
+			Label:  jsii.String(t.Name + " throttled"),
+			Period: period,
+		})
+		alarm(constructID(t.Name)+"Throttles", throttled, 1, 1, "DynamoDB throttled requests on "+t.Name)
+		ddbThrottles = append(ddbThrottles, throttled)
+	}
+	api5xx := b.api.api.MetricServerError(sum)
+	alarm("Api5xx", api5xx, api5xxAlarm, 1, "the HTTP API answered 5xx")
+	p99 := b.api.api.MetricLatency(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("p99")})
+	alarm("ApiLatency", p99, apiLatencyAlarmMs, 3, "the HTTP API's p99 latency is high")
+
+	graph := func(title string, ms []awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title),
+			Left:  &ms,
+			Width: jsii.Number(12),
+		})
+	}
+	dash := awscloudwatch.NewDashboard(b.s.Stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: b.name("overview"),
+	})
+	dash.AddWidgets(
+		graph("API requests and 5xx", []awscloudwatch.IMetric{b.api.api.MetricCount(sum), api5xx}),
+		graph("API latency p99 (ms)", []awscloudwatch.IMetric{p99}),
+	)
+	dash.AddWidgets(graph("Function errors", fnErrors), graph("Function throttles", fnThrottles))
+	dash.AddWidgets(graph("Stream iterator age (ms)", iterAge), graph("Failure queue depth", dlq))
+	dash.AddWidgets(graph("DynamoDB throttled requests", ddbThrottles))
+}

@@ -1,0 +1,135 @@
+package stack
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// Stage names.
+const (
+	Dev  = "dev"
+	Prod = "prod"
+)
+
+// Config is what differs between stages: names, retention, removal policies and
+// capacity. Everything else is the same in every stage.
+type Config struct {
+	// Stage is dev or prod.
+	Stage string
+	// Name prefixes every physical name: stack, tables, functions, queues.
+	Name string
+	// DeletionProtection guards the tables against a DeleteTable call.
+	DeletionProtection bool
+	// RetainData keeps tables, user pool and search domain when the stack is
+	// deleted. The archive bucket is retained in every stage.
+	RetainData bool
+	// LogRetention is how long function, API and search logs are kept.
+	LogRetention awslogs.RetentionDays
+	// ReservedConcurrency caps functions by name. The stream processors get a
+	// reservation in prod so that an API spike cannot take the account's
+	// concurrency from them and let the streams' iterator age grow.
+	ReservedConcurrency map[string]int
+	// APIRateLimit and APIBurstLimit throttle the HTTP API's default stage.
+	APIRateLimit, APIBurstLimit int
+	// UserPoolPlus puts the user pool on Cognito's Plus plan with threat
+	// protection enforced (compromised credentials, risky sign-ins).
+	UserPoolPlus bool
+	// CORSOrigins are the browser origins the API answers.
+	CORSOrigins []string
+	// Search sizes the OpenSearch domain.
+	Search SearchCapacity
+	// ArchiveInfrequentAfterDays and ArchiveGlacierAfterDays move archived
+	// objects to cheaper storage classes.
+	ArchiveInfrequentAfterDays, ArchiveGlacierAfterDays int
+}
+
+// SearchCapacity sizes the OpenSearch domain.
+type SearchCapacity struct {
+	DataNodeType   string
+	DataNodes      int
+	MasterNodeType string
+	// MasterNodes is 0 for no dedicated master nodes.
+	MasterNodes int
+	// AvailabilityZones is 1 for no zone awareness.
+	AvailabilityZones int
+	VolumeGiB         int
+}
+
+// RemovalPolicy is the removal policy of stateful resources other than the archive.
+func (c Config) RemovalPolicy() awscdk.RemovalPolicy {
+	if c.RetainData {
+		return awscdk.RemovalPolicy_RETAIN
+	}
+	return awscdk.RemovalPolicy_DESTROY
+}
+
+// TablePrefix is the prefix of the physical table names (tables.Physical).
+func (c Config) TablePrefix() string { return c.Name + "-" }
+
+// Stages returns the stage names, sorted.
+func Stages() []string {
+	names := make([]string, 0, len(stages))
+	for n := range stages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// StageConfig returns the configuration of a stage, or an error naming the stages.
+func StageConfig(stage string) (Config, error) {
+	c, ok := stages[stage]
+	if !ok {
+		return Config{}, fmt.Errorf("stage %q: unknown, want one of %v", stage, Stages())
+	}
+	return c, nil
+}
+
+var stages = map[string]Config{
+	Dev: {
+		Stage:               Dev,
+		Name:                "shopstream-dev",
+		DeletionProtection:  false,
+		RetainData:          false,
+		LogRetention:        awslogs.RetentionDays_ONE_WEEK,
+		ReservedConcurrency: map[string]int{},
+		APIRateLimit:        50,
+		APIBurstLimit:       100,
+		CORSOrigins:         []string{"http://localhost:5173", "http://127.0.0.1:5173"},
+		Search: SearchCapacity{
+			DataNodeType:      "t3.small.search",
+			DataNodes:         1,
+			AvailabilityZones: 1,
+			VolumeGiB:         10,
+		},
+		ArchiveInfrequentAfterDays: 30,
+		ArchiveGlacierAfterDays:    90,
+	},
+	Prod: {
+		Stage:               Prod,
+		Name:                "shopstream-prod",
+		DeletionProtection:  true,
+		RetainData:          true,
+		LogRetention:        awslogs.RetentionDays_THREE_MONTHS,
+		ReservedConcurrency: map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5},
+		UserPoolPlus:        true,
+		APIRateLimit:        1000,
+		APIBurstLimit:       2000,
+		CORSOrigins:         []string{"https://shopstream.example.com"},
+		Search: SearchCapacity{
+			DataNodeType:      "r6g.large.search",
+			DataNodes:         2,
+			MasterNodeType:    "m6g.large.search",
+			MasterNodes:       3,
+			AvailabilityZones: 2,
+			VolumeGiB:         50,
+		},
+		ArchiveInfrequentAfterDays: 30,
+		ArchiveGlacierAfterDays:    90,
+	},
+}
