@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/store"
+)
+
+// decode reads the JSON body into v: one JSON object, no unknown fields, no
+// trailing data. Codes: Invalid, TooLarge.
+func decode(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeBody(r.Header.Get("Content-Type"), body, v)
+}
+
+// readBody reads the body, at most MaxBodyBytes. Codes: TooLarge.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	return body, nil
+}
+
+// decodeBody checks the content type (JSON, or none) and decodes body into v.
+// Codes: Invalid.
+func decodeBody(contentType string, body []byte, v any) error {
+	if contentType != "" {
+		mt, _, err := mime.ParseMediaType(contentType)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return invalid("Content-Type", "must be application/json")
+		}
+	}
+	return decodeJSON(body, v)
+}
+
+// fieldsOf splits err into its field errors (to add more) and any other error.
+func fieldsOf(err error) (errcode.Fields, error) {
+	if e := errcode.As(err); e != nil && e.Code == errcode.Invalid {
+		return e.Fields, nil
+	}
+	return nil, err
+}
+
+// decodeJSON is decode's body rule, on bytes.
+func decodeJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return invalid("", "a JSON body is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("", "the body must hold one JSON value")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return invalid("", "the body is not well-formed JSON")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return invalid("", "the body must be a JSON object")
+		}
+		return invalid(typ.Field, "must be a "+jsonType(typ.Type.Kind().String()))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return invalid(field, "is not a known field")
+	}
+	return invalid("", "the body is not valid JSON for this route")
+}
+
+func jsonType(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
+		return "number"
+	case kind == "slice":
+		return "list"
+	case kind == "struct", kind == "map", kind == "ptr":
+		return "object"
+	}
+	return kind
+}
+
+func invalid(field, msg string) error {
+	f := errcode.Fields{}
+	f.Add(field, "%s", msg)
+	return f.Err()
+}
+
+// write answers status with v as JSON.
+func write(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		body = []byte(`{}`)
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// list is the body of every list response.
+type list[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// paging is the limit and position of a list request.
+type paging struct {
+	limit   int
+	after   *store.Position
+	raw     json.RawMessage // the cursor's position as signed
+	binding string
+}
+
+// pageParams reads limit and cursor. The cursor is bound to the route, the
+// path (which names the user or product) and every filter. Codes: Invalid.
+func (h *Handler) pageParams(r *http.Request) (paging, error) {
+	q := r.URL.Query()
+	var f errcode.Fields
+	p := paging{limit: store.DefaultLimit}
+	if v := q.Get("limit"); q.Has("limit") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxLimit {
+			f.Add("limit", "must be an integer from 1 to %d", store.MaxLimit)
+		}
+		p.limit = n
+	}
+	var filters []string
+	for k, vs := range q {
+		if k != "limit" && k != "cursor" {
+			filters = append(filters, k+"="+strings.Join(vs, ","))
+		}
+	}
+	sort.Strings(filters)
+	p.binding = r.Pattern + "\n" + r.URL.EscapedPath() + "\n" + strings.Join(filters, "&")
+	if c := q.Get("cursor"); q.Has("cursor") {
+		var pos store.Position
+		if err := h.deps.Cursors.Decode(p.binding, c, &p.raw); err != nil || json.Unmarshal(p.raw, &pos) != nil {
+			f.Add("cursor", "not a cursor of this list")
+		} else {
+			p.after = &pos
+		}
+	}
+	return p, f.Err()
+}
+
+// writePage answers a page of items with the cursor of the next page.
+func writePage[T any](h *Handler, w http.ResponseWriter, p paging, page store.Page[T]) error {
+	out := list[T]{Items: page.Items}
+	if out.Items == nil {
+		out.Items = []T{}
+	}
+	if page.Next != nil {
+		c, err := h.deps.Cursors.Encode(p.binding, page.Next)
+		if err != nil {
+			return fmt.Errorf("encode cursor: %w", err)
+		}
+		out.NextCursor = c
+	}
+	write(w, http.StatusOK, out)
+	return nil
+}
+
+// ifMatch reads If-Match: a version number, bare or as an ETag ("3", W/"3").
+// "*" or absent: nil. Codes: Invalid.
+func ifMatch(r *http.Request) (*int64, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" || v == "*" {
+		return nil, nil
+	}
+	v = strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, invalid("If-Match", "must be a version number")
+	}
+	return &n, nil
+}
+
+// etag sets the ETag of a versioned resource.
+func etag(w http.ResponseWriter, version int64) {
+	w.Header().Set("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/productsearch"
+	"github.com/shopstream/shopstream/shared/products"
+)
+
+// Searcher answers full-text product searches.
+type Searcher interface {
+	Search(context.Context, productsearch.Query) (productsearch.Result, error)
+}
+
+// MaxQueryLen bounds the q parameter of /search.
+const MaxQueryLen = 200
+
+// searchPosition is where a search page stopped: the offset of the next hit.
+type searchPosition struct {
+	From int `json:"from"`
+}
+
+func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
+	p, err := h.pageParams(r)
+	f, err := fieldsOf(err)
+	if err != nil {
+		return err
+	}
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	switch {
+	case q == "":
+		f.Add("q", "is required")
+	case !utf8.ValidString(q) || utf8.RuneCountInString(q) > MaxQueryLen:
+		f.Add("q", "must be UTF-8 text of at most %d characters", MaxQueryLen)
+	}
+	category := r.URL.Query().Get("category")
+	if r.URL.Query().Has("category") && !products.ValidCategory(category) {
+		f.Add("category", "is not a category")
+	}
+	var pos searchPosition
+	if len(p.raw) > 0 {
+		if err := jsonUnmarshal(p.raw, &pos); err != nil || pos.From < 0 || pos.From >= productsearch.MaxWindow {
+			f.Add("cursor", "not a cursor of this list")
+		}
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	if h.deps.Search == nil {
+		return errcode.Errorf(errcode.Unavailable, "search is not configured")
+	}
+	size := min(p.limit, productsearch.MaxWindow-pos.From)
+	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: size})
+	if err != nil {
+		return err
+	}
+	out := list[productsearch.Document]{Items: res.Hits}
+	if next := pos.From + len(res.Hits); len(res.Hits) == size && next < res.Total && next < productsearch.MaxWindow {
+		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next})
+		if err != nil {
+			return err
+		}
+		out.NextCursor = c
+	}
+	write(w, http.StatusOK, out)
+	return nil
+}

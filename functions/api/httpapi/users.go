@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/shopstream/shopstream/shared/users"
+)
+
+func (h *Handler) createUser(w http.ResponseWriter, r *http.Request) error {
+	var in users.New
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	u, err := h.deps.Store.CreateUser(r.Context(), identity(r.Context()).UserID, in)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/users/"+u.UserID)
+	etag(w, u.Version)
+	write(w, http.StatusCreated, u)
+	return nil
+}
+
+func (h *Handler) getUser(w http.ResponseWriter, r *http.Request) error {
+	u, err := h.deps.Store.GetUser(r.Context(), r.PathValue("userId"))
+	if err != nil {
+		return err
+	}
+	etag(w, u.Version)
+	write(w, http.StatusOK, u)
+	return nil
+}
+
+func (h *Handler) patchUser(w http.ResponseWriter, r *http.Request) error {
+	version, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	var in users.Patch
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	u, err := h.deps.Store.PatchUser(r.Context(), r.PathValue("userId"), in, version)
+	if err != nil {
+		return err
+	}
+	etag(w, u.Version)
+	write(w, http.StatusOK, u)
+	return nil
+}
