@@ -19,8 +19,12 @@ import (
 
 // Environment variables that are not table names (those are tables.Table.EnvVar).
 const (
-	EnvArchiveBucket  = "ARCHIVE_BUCKET"
-	EnvSearchEndpoint = "SEARCH_ENDPOINT"
+	EnvArchiveBucket = "ARCHIVE_BUCKET"
+	// EnvSearchURL is the search endpoint, https://<domain endpoint>.
+	EnvSearchURL = "SEARCH_URL"
+	// EnvCursorSecret is the key that signs the API's page cursors, generated
+	// per stage in Secrets Manager.
+	EnvCursorSecret = "CURSOR_SECRET"
 )
 
 // SearchIndex is the one OpenSearch index of shopstream.
@@ -48,6 +52,8 @@ type Access struct {
 	Tables []string
 	// Search is its access to the search index.
 	Search SearchAccess
+	// CursorSecret gives the function the cursor signing key.
+	CursorSecret bool
 	// Archive lets the function put objects under the prefix of every table
 	// whose stream feeds it (shared/wiring).
 	Archive   bool
@@ -59,10 +65,11 @@ type Access struct {
 func Accesses() map[string]Access {
 	return map[string]Access{
 		wiring.API: {
-			Tables:    []string{tables.Users, tables.UserEmails, tables.Products, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
-			Search:    SearchRead,
-			MemoryMiB: 512,
-			Timeout:   10 * time.Second,
+			Tables:       []string{tables.Users, tables.UserEmails, tables.Products, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
+			Search:       SearchRead,
+			CursorSecret: true,
+			MemoryMiB:    512,
+			Timeout:      10 * time.Second,
 		},
 		wiring.Counters: {
 			Tables:    []string{tables.Users, tables.Products, tables.CounterEvents},
@@ -112,7 +119,10 @@ func (a Access) EnvKeys() ([]string, error) {
 		keys = append(keys, EnvArchiveBucket)
 	}
 	if a.Search != SearchNone {
-		keys = append(keys, EnvSearchEndpoint)
+		keys = append(keys, EnvSearchURL)
+	}
+	if a.CursorSecret {
+		keys = append(keys, EnvCursorSecret)
 	}
 	sort.Strings(keys)
 	return keys, nil
@@ -144,7 +154,12 @@ func (b *builder) functions() error {
 			env[EnvArchiveBucket] = b.s.Archive.BucketName()
 		}
 		if a.Search != SearchNone {
-			env[EnvSearchEndpoint] = jsii.String("https://" + *b.s.Search.DomainEndpoint())
+			env[EnvSearchURL] = jsii.String("https://" + *b.s.Search.DomainEndpoint())
+		}
+		if a.CursorSecret {
+			// A dynamic reference: CloudFormation resolves it at deploy time,
+			// the template never holds the key.
+			env[EnvCursorSecret] = b.s.CursorSecret.SecretValue().UnsafeUnwrap()
 		}
 		fn, err := b.goFunction(name, a, env)
 		if err != nil {

@@ -51,6 +51,8 @@ func (b *builder) suppressions() {
 		suppress(role, true, reasons...)
 	}
 
+	suppress(b.s.CursorSecret, false, rule("AwsSolutions-SMG4", "The cursor key is read once at deploy time into the API's environment; a rotation would not reach the function until the next deploy, so it is replaced by a deploy instead (outstanding cursors then fail as tampered)."))
+
 	for _, q := range b.s.Queues {
 		suppress(q, false, rule("AwsSolutions-SQS3", "This queue is itself the on-failure destination of a stream event-source mapping; it holds batch metadata (shard, sequence range) for 14 days and has no consumer to fail."))
 	}
