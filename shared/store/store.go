@@ -40,7 +40,7 @@ type Tables struct {
 	Users, UserEmails, Products, Reviews, Carts, Orders, IdempotencyKeys string
 }
 
-func (t Tables) byLogical() map[string]*string {
+func (t *Tables) byLogical() map[string]*string {
 	return map[string]*string{
 		tables.Users:           &t.Users,
 		tables.UserEmails:      &t.UserEmails,

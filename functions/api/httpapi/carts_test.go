@@ -1,0 +1,53 @@
+package httpapi_test
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("cat")
+	cat := userCaller("cat")
+	a := e.mustProduct("Mug", "kitchen", 800, 10)
+	b := e.mustProduct("Plate", "kitchen", 1200, 10)
+
+	r := e.do("GET", "/users/cat/cart", cat, nil)
+	want(t, r, 200)
+	if len(r.items()) != 0 && r.json["lines"] != nil && len(r.json["lines"].([]any)) != 0 {
+		t.Fatalf("got %s, want an empty cart", r.Body)
+	}
+
+	before := time.Now()
+	want(t, e.do("PUT", "/users/cat/cart/"+a, cat, map[string]any{"quantity": 2}), 200)
+	r = e.do("PUT", "/users/cat/cart/"+b, cat, map[string]any{"quantity": 1})
+	want(t, r, 200)
+	exp, err := time.Parse(time.RFC3339, r.str("expiresAt"))
+	if err != nil || exp.Before(before.Add(7*24*time.Hour-time.Minute)) || exp.After(time.Now().Add(7*24*time.Hour+time.Minute)) {
+		t.Errorf("got expiresAt %q, want now + 7 days", r.str("expiresAt"))
+	}
+
+	r = e.do("GET", "/users/cat/cart", cat, nil)
+	want(t, r, 200)
+	lines, _ := r.json["lines"].([]any)
+	if len(lines) != 2 || r.num("totalCents") != 2*800+1200 {
+		t.Fatalf("got %s, want 2 lines totalling 2800", r.Body)
+	}
+	first := lines[0].(map[string]any)
+	if first["productId"] != a || first["productName"] != "Mug" || first["unitPriceCents"] != 800.0 || first["quantity"] != 2.0 {
+		t.Errorf("got first line %v, want 2 Mugs at 800", first)
+	}
+
+	want(t, e.do("PUT", "/users/cat/cart/"+a, cat, map[string]any{"quantity": 0}), 200)
+	r = e.do("GET", "/users/cat/cart", cat, nil)
+	if lines, _ := r.json["lines"].([]any); len(lines) != 1 {
+		t.Errorf("got %s, want only the plate", r.Body)
+	}
+
+	want(t, e.do("PUT", "/users/cat/cart/nope", cat, map[string]any{"quantity": 1}), 404, "not-found")
+	want(t, e.do("PUT", "/users/cat/cart/"+a, cat, map[string]any{"quantity": -1}), 400, "validation")
+	want(t, e.do("PUT", "/users/cat/cart/"+a, cat, map[string]any{"quantity": 1001}), 400, "validation")
+	want(t, e.do("PUT", "/users/cat/cart/"+a, userCaller("dog"), map[string]any{"quantity": 1}), 403, "forbidden")
+	want(t, e.do("GET", "/users/cat/cart", anonymous, nil), 401, "unauthorized")
+}

@@ -1,0 +1,253 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/cursor"
+	"github.com/shopstream/shopstream/shared/store"
+)
+
+// testSecret signs the cursors of the handlers under test.
+const testSecret = "test-cursor-secret-0123456789"
+
+// env is a handler on fresh tables of the shared local stack.
+type env struct {
+	t       testing.TB
+	h       *httpapi.Handler
+	st      *store.Store
+	db      *dynamodb.Client
+	prefix  string
+	metrics *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newEnv creates every table under a fresh prefix and a handler on them.
+func newEnv(tb testing.TB, opts ...func(*httpapi.Deps)) *env {
+	tb.Helper()
+	prefix := stacktest.Tables(tb)
+	db := stacktest.DynamoDB(tb)
+	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(prefix)})
+	e := &env{t: tb, st: st, db: db, prefix: prefix, metrics: &syncBuffer{}}
+	deps := httpapi.Deps{
+		Store: st, Cursors: cursor.NewSigner([]byte(testSecret)), Metrics: e.metrics,
+		Logger: slog.New(slog.NewTextHandler(testLog{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	for _, o := range opts {
+		o(&deps)
+	}
+	e.h = httpapi.New(deps)
+	return e
+}
+
+// testLog sends log lines to the test's log.
+type testLog struct{ tb testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.tb.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// caller is who sends a request.
+type caller struct {
+	sub    string
+	groups string
+}
+
+var anonymous = caller{}
+
+func userCaller(id string) caller  { return caller{sub: id} }
+func adminCaller(id string) caller { return caller{sub: id, groups: "[admin]"} }
+
+var reqSeq atomic.Int64
+
+// event builds the API Gateway event of a request. target is a path with an
+// optional query; body is JSON-encoded unless it is a string or []byte.
+func event(method, target string, who caller, body any, headers ...string) events.APIGatewayV2HTTPRequest {
+	path, query, _ := strings.Cut(target, "?")
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: "$default", RawPath: path, RawQueryString: query,
+		Headers: map[string]string{"host": "api.example.com"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Stage: "$default", RequestID: fmt.Sprintf("req-%d", reqSeq.Add(1)),
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, SourceIP: "127.0.0.1"},
+		},
+	}
+	if q, err := url.ParseQuery(query); err == nil && len(q) > 0 {
+		ev.QueryStringParameters = map[string]string{}
+		for k, v := range q {
+			ev.QueryStringParameters[k] = strings.Join(v, ",")
+		}
+	}
+	if who.sub != "" {
+		claims := map[string]string{"sub": who.sub}
+		if who.groups != "" {
+			claims["cognito:groups"] = who.groups
+		}
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: claims},
+		}
+	}
+	switch b := body.(type) {
+	case nil:
+	case string:
+		ev.Body = b
+	case []byte:
+		ev.Body = string(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			panic(err)
+		}
+		ev.Body = string(raw)
+	}
+	if ev.Body != "" {
+		ev.Headers["content-type"] = "application/json"
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		ev.Headers[strings.ToLower(headers[i])] = headers[i+1]
+	}
+	return ev
+}
+
+// response is an answer with its JSON body decoded.
+type response struct {
+	events.APIGatewayV2HTTPResponse
+	json map[string]any
+}
+
+func (r response) str(key string) string {
+	s, _ := r.json[key].(string)
+	return s
+}
+
+func (r response) num(key string) float64 {
+	n, _ := r.json[key].(float64)
+	return n
+}
+
+func (r response) items() []map[string]any {
+	raw, _ := r.json["items"].([]any)
+	out := make([]map[string]any, 0, len(raw))
+	for _, it := range raw {
+		m, _ := it.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+// do sends a request through Handle.
+func (e *env) do(method, target string, who caller, body any, headers ...string) response {
+	e.t.Helper()
+	return e.send(event(method, target, who, body, headers...))
+}
+
+func (e *env) send(ev events.APIGatewayV2HTTPRequest) response {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := e.h.Handle(ctx, ev)
+	if err != nil {
+		e.t.Fatalf("Handle %s %s: %v", ev.RequestContext.HTTP.Method, ev.RawPath, err)
+	}
+	out := response{APIGatewayV2HTTPResponse: resp}
+	if resp.Body != "" {
+		if err := json.Unmarshal([]byte(resp.Body), &out.json); err != nil {
+			e.t.Fatalf("%s %s: body is not a JSON object: %v: %s", ev.RequestContext.HTTP.Method, ev.RawPath, err, resp.Body)
+		}
+	}
+	if resp.StatusCode >= 400 {
+		checkProblem(e.t, ev, out)
+	}
+	return out
+}
+
+// checkProblem checks an error response against CONTRACT §2.
+func checkProblem(tb testing.TB, ev events.APIGatewayV2HTTPRequest, r response) {
+	tb.Helper()
+	if ct := r.Headers["content-type"]; ct != "application/problem+json" {
+		tb.Errorf("%s %s: content-type %q, want application/problem+json", ev.RequestContext.HTTP.Method, ev.RawPath, ct)
+	}
+	if got := int(r.num("status")); got != r.StatusCode {
+		tb.Errorf("%s %s: problem status %d, want %d", ev.RequestContext.HTTP.Method, ev.RawPath, got, r.StatusCode)
+	}
+	if r.str("type") == "" || r.str("title") == "" || r.str("detail") == "" {
+		tb.Errorf("%s %s: problem lacks type, title or detail: %s", ev.RequestContext.HTTP.Method, ev.RawPath, r.Body)
+	}
+}
+
+// want fails the test unless r has the status (and, for errors, the problem type).
+func want(tb testing.TB, r response, status int, problemType ...string) {
+	tb.Helper()
+	if r.StatusCode != status {
+		tb.Fatalf("got status %d, want %d: %s", r.StatusCode, status, r.Body)
+	}
+	if len(problemType) > 0 && r.str("type") != problemType[0] {
+		tb.Fatalf("got problem type %q, want %q: %s", r.str("type"), problemType[0], r.Body)
+	}
+}
+
+// mustUser registers a user.
+func (e *env) mustUser(id string) {
+	e.t.Helper()
+	want(e.t, e.do("POST", "/users", userCaller(id), map[string]any{"email": id + "@example.com", "name": "User " + id}), 201)
+}
+
+// mustProduct creates a product and returns its id.
+func (e *env) mustProduct(name, category string, priceCents, stock int) string {
+	e.t.Helper()
+	r := e.do("POST", "/products", adminCaller("boss"), map[string]any{
+		"name": name, "description": "A " + name, "category": category, "priceCents": priceCents, "stock": stock,
+	})
+	want(e.t, r, 201)
+	return r.str("productId")
+}
+
+// mustOrder places an order and returns its id.
+func (e *env) mustOrder(userID string, items ...any) string {
+	e.t.Helper()
+	var lines []map[string]any
+	for i := 0; i+1 < len(items); i += 2 {
+		lines = append(lines, map[string]any{"productId": items[i], "quantity": items[i+1]})
+	}
+	r := e.do("POST", "/users/"+userID+"/orders", userCaller(userID), map[string]any{"items": lines})
+	want(e.t, r, 201)
+	return r.str("orderId")
+}
+
+func (e *env) stock(productID string) int {
+	e.t.Helper()
+	r := e.do("GET", "/products/"+productID, anonymous, nil)
+	want(e.t, r, 200)
+	return int(r.num("stock"))
+}
