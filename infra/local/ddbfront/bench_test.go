@@ -1,0 +1,115 @@
+package ddbfront_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+)
+
+// BenchmarkProxy compares PutItem, GetItem and Query through the front with the
+// same calls straight to DynamoDB Local; the ratio is the front's overhead.
+func BenchmarkProxy(b *testing.B) {
+	st := stacktest.Stack(b)
+	direct := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
+	table := stacktest.Prefix(b) + "bench"
+	if _, err := st.DynamoDB().CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeN},
+		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	clients := map[string]*dynamodb.Client{"front": st.DynamoDB(), "direct": direct}
+	for _, path := range []string{"direct", "front"} {
+		db := clients[path]
+		ops := map[string]func(i int) error{
+			"PutItem": func(i int) error {
+				_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("p", i%100, map[string]types.AttributeValue{"v": num(int64(i))})})
+				return err
+			},
+			"GetItem": func(i int) error {
+				_, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("p", i%100)})
+				return err
+			},
+			"Query": func(i int) error {
+				_, err := db.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("pk = :p"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "p"}}, Limit: aws.Int32(10)})
+				return err
+			},
+		}
+		for _, op := range []string{"PutItem", "GetItem", "Query"} {
+			b.Run(op+"/"+path, func(b *testing.B) {
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					if err := ops[op](i); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+			})
+		}
+	}
+}
+
+// BenchmarkSweep measures the sweeper's throughput in expired items removed per second.
+func BenchmarkSweep(b *testing.B) {
+	st := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1})
+	db := st.DynamoDB()
+	const perRound = 1000
+	var removed int
+	var spent time.Duration
+	for round := 0; round < b.N; round++ {
+		table := stacktest.OwnPrefix(b) + "sweep" + strconv.Itoa(round)
+		createTableTB(b, db, table)
+		expired := num(time.Now().Add(-time.Hour).Unix())
+		for i := 0; i < perRound; i += 25 {
+			var reqs []types.WriteRequest
+			for j := i; j < i+25; j++ {
+				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item("k", j, map[string]types.AttributeValue{"expiresAt": expired})}})
+			}
+			if _, err := db.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		start := time.Now()
+		n, err := st.Front.Sweep(context.Background())
+		spent += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		removed += n
+	}
+	b.ReportMetric(float64(removed)/spent.Seconds(), "items/s")
+}
+
+func createTableTB(tb testing.TB, db *dynamodb.Client, name string) {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeN},
+		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)}}); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -1,0 +1,135 @@
+package ddbfront
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+)
+
+// Fault makes the front answer matching requests with an AWS-shaped error
+// instead of passing them on, as DynamoDB does under throttling or failure.
+type Fault struct {
+	// Table limits the fault to requests touching this physical table; "" matches any.
+	Table string `json:"table,omitempty"`
+	// Operation limits the fault to one API, e.g. "UpdateItem" or "GetRecords"; "" matches any.
+	Operation string `json:"operation,omitempty"`
+	// Code is the error: ProvisionedThroughputExceededException,
+	// ThrottlingException, RequestLimitExceeded or InternalServerError.
+	Code string `json:"code"`
+	// Times is how many requests fail; 0 means until the fault is removed.
+	Times int `json:"times,omitempty"`
+}
+
+func (f Fault) status() int {
+	if f.Code == "InternalServerError" {
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+func (f Fault) typeName() string { return "com.amazonaws.dynamodb.v20120810#" + f.Code }
+
+func (f Fault) message() string {
+	switch f.Code {
+	case "ProvisionedThroughputExceededException":
+		return "The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API."
+	case "ThrottlingException":
+		return "Rate of requests exceeds the allowed throughput."
+	case "InternalServerError":
+		return "Internal server error"
+	default:
+		return f.Code
+	}
+}
+
+type faultEntry struct {
+	Fault
+	left int
+}
+
+type faults struct {
+	mu      sync.Mutex
+	entries []*faultEntry
+}
+
+func (fs *faults) add(f Fault) func() {
+	e := &faultEntry{Fault: f, left: f.Times}
+	fs.mu.Lock()
+	fs.entries = append(fs.entries, e)
+	fs.mu.Unlock()
+	return func() {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		for i, x := range fs.entries {
+			if x == e {
+				fs.entries = append(fs.entries[:i], fs.entries[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (fs *faults) clear() {
+	fs.mu.Lock()
+	fs.entries = nil
+	fs.mu.Unlock()
+}
+
+func (fs *faults) match(op string, tables []string) (Fault, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for i, e := range fs.entries {
+		if e.Operation != "" && e.Operation != op {
+			continue
+		}
+		if e.Table != "" && !contains(tables, e.Table) {
+			continue
+		}
+		if e.Times > 0 {
+			e.left--
+			if e.left <= 0 {
+				fs.entries = append(fs.entries[:i], fs.entries[i+1:]...)
+			}
+		}
+		return e.Fault, true
+	}
+	return Fault{}, false
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// InjectFault adds a fault and returns the function that removes it.
+func (f *Front) InjectFault(fault Fault) (remove func()) { return f.faults.add(fault) }
+
+// ClearFaults removes every fault.
+func (f *Front) ClearFaults() { f.faults.clear() }
+
+// FaultsHandler serves the fault hook over HTTP for drills run from another
+// process: POST a Fault as JSON to add it, DELETE to clear all.
+func (f *Front) FaultsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost:
+			var fault Fault
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&fault); err != nil || fault.Code == "" {
+				http.Error(w, `{"message":"body must be a fault with a code"}`, http.StatusBadRequest)
+				return
+			}
+			f.InjectFault(fault)
+			w.WriteHeader(http.StatusNoContent)
+		case http.MethodDelete:
+			f.ClearFaults()
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Allow", "POST, DELETE")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		}
+	})
+}

@@ -1,0 +1,297 @@
+// Package ddbfront is the stack's DynamoDB endpoint: it passes every DynamoDB
+// and DynamoDB Streams request through to DynamoDB Local unchanged and adds what
+// DynamoDB Local lacks: TTL expiry (a sweeper), the service userIdentity on the
+// REMOVE stream records the sweeper caused, and injectable AWS-shaped faults for
+// reliability tests.
+package ddbfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+)
+
+// Config configures a Front.
+type Config struct {
+	// Upstream is DynamoDB Local's URL.
+	Upstream string
+	// DynamoDB and Streams are clients pointed at Upstream, used by the sweeper.
+	DynamoDB *dynamodb.Client
+	Streams  *dynamodbstreams.Client
+	// SweepInterval is the TTL sweeper's period; 0 disables the background loop
+	// (Sweep can still be called).
+	SweepInterval time.Duration
+	// DataDir keeps the sweeper's ledger so annotations survive a restart; "" keeps it in memory.
+	DataDir string
+	Logger  *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// SweepTables, when set, limits the sweeper to the tables it accepts.
+	SweepTables func(table string) bool
+	// AfterScan, when set, runs after the sweeper has found a page of expired
+	// items and before it deletes them: tests use it to change an item in between.
+	AfterScan func(table string)
+}
+
+// Front is the DynamoDB endpoint.
+type Front struct {
+	cfg       Config
+	client    *http.Client
+	ledger    *ledger
+	ttl       *ttlSettings
+	faults    *faults
+	positions *positions
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// maxBody bounds a request body; DynamoDB's own limit is 16 MB for BatchWriteItem.
+const maxBody = 32 << 20
+
+// New opens the front and, if SweepInterval > 0, starts the sweeper.
+func New(ctx context.Context, cfg Config) (*Front, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	l, err := openLedger(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := openTTLSettings(cfg.DataDir)
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	f := &Front{
+		cfg: cfg,
+		client: &http.Client{Transport: &http.Transport{
+			MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+			DisableCompression: true,
+		}},
+		ledger:    l,
+		ttl:       ttl,
+		faults:    &faults{},
+		positions: &positions{streams: cfg.Streams, shards: map[string]*shardPos{}},
+		stop:      make(chan struct{}),
+	}
+	if err := f.settlePending(ctx); err != nil {
+		l.close()
+		return nil, err
+	}
+	if cfg.SweepInterval > 0 {
+		f.wg.Add(1)
+		go f.sweepLoop()
+	}
+	return f, nil
+}
+
+// Close stops the sweeper and closes the ledger.
+func (f *Front) Close() error {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	f.wg.Wait()
+	f.client.CloseIdleConnections()
+	return f.ledger.close()
+}
+
+func (f *Front) sweepLoop() {
+	defer f.wg.Done()
+	t := time.NewTicker(f.cfg.SweepInterval)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-f.stop; cancel() }()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+			start := time.Now()
+			n, err := f.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				f.cfg.Logger.Warn("ttl sweep", "err", err.Error(), "count", n)
+				continue
+			}
+			if n > 0 {
+				f.cfg.Logger.Info("ttl sweep", "count", n, "ms", time.Since(start).Milliseconds())
+			}
+		}
+	}
+}
+
+// ServeHTTP passes a request through to DynamoDB Local, after the fault hook
+// and with the GetRecords response annotated.
+func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "com.amazon.coral.service#SerializationException", "read body: "+err.Error())
+		return
+	}
+	if len(body) > maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "com.amazon.coral.service#SerializationException", "request too large")
+		return
+	}
+	target := r.Header.Get("X-Amz-Target")
+	op := target[strings.LastIndexByte(target, '.')+1:]
+	if fault, ok := f.faults.match(op, tablesOf(op, body)); ok {
+		writeError(w, fault.status(), fault.typeName(), fault.message())
+		return
+	}
+	switch target {
+	case "DynamoDB_20120810.UpdateTimeToLive":
+		f.answer(w, func() (any, error) { return f.updateTimeToLive(r.Context(), body) })
+		return
+	case "DynamoDB_20120810.DescribeTimeToLive":
+		f.answer(w, func() (any, error) { return f.describeTimeToLive(r.Context(), body) })
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, f.cfg.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
+		return
+	}
+	for k, vs := range r.Header {
+		if strings.EqualFold(k, "Accept-Encoding") {
+			continue
+		}
+		req.Header[k] = vs
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "com.amazonaws.dynamodb.v20120810#InternalServerError", "dynamodb local unavailable: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	if target == "DynamoDBStreams_20120810.GetRecords" && resp.StatusCode == http.StatusOK {
+		out, err := io.ReadAll(resp.Body)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
+			return
+		}
+		if annotated, err := f.annotate(body, out); err != nil {
+			f.cfg.Logger.Warn("annotate stream records", "err", err.Error())
+		} else {
+			out = annotated
+		}
+		copyHeaders(w.Header(), resp.Header)
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(out)), 10))
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		w.WriteHeader(resp.StatusCode)
+		w.Write(out)
+		return
+	}
+	if target == "DynamoDB_20120810.DeleteTable" && resp.StatusCode == http.StatusOK {
+		var in struct{ TableName string }
+		if json.Unmarshal(body, &in) == nil {
+			if err := f.ttl.forget(in.TableName); err != nil {
+				f.cfg.Logger.Warn("forget ttl setting", "table", in.TableName, "err", err.Error())
+			}
+		}
+	}
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// answer writes the result of an operation the front serves itself.
+func (f *Front) answer(w http.ResponseWriter, op func() (any, error)) {
+	out, err := op()
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.status, ae.code, ae.msg)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
+		return
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+	w.Header().Set("x-amzn-RequestId", fmt.Sprintf("front-%d", time.Now().UnixNano()))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = vs
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	body, _ := json.Marshal(map[string]string{"__type": typ, "message": msg})
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+	w.Header().Set("x-amzn-RequestId", fmt.Sprintf("front-%d", time.Now().UnixNano()))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// tablesOf names the tables a request touches, for the fault hook.
+func tablesOf(op string, body []byte) []string {
+	var req struct {
+		TableName     string
+		StreamArn     string
+		ShardIterator string
+		RequestItems  map[string]json.RawMessage
+		TransactItems []map[string]struct{ TableName string }
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	var out []string
+	if req.TableName != "" {
+		out = append(out, req.TableName)
+	}
+	for name := range req.RequestItems {
+		out = append(out, name)
+	}
+	for _, ti := range req.TransactItems {
+		for _, a := range ti {
+			out = append(out, a.TableName)
+		}
+	}
+	for _, arn := range []string{req.StreamArn, req.ShardIterator} {
+		if t := tableFromStreamARN(arn); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// tableFromStreamARN reads the table out of ".../table/NAME/stream/...".
+func tableFromStreamARN(arn string) string {
+	i := strings.Index(arn, ":table/")
+	if i < 0 {
+		return ""
+	}
+	rest := arn[i+len(":table/"):]
+	if j := strings.Index(rest, "/stream/"); j >= 0 {
+		return rest[:j]
+	}
+	return ""
+}

@@ -1,0 +1,304 @@
+package ddbfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// deleteWorkers is how many conditional deletes the sweeper runs at once.
+const deleteWorkers = 1
+
+// scanPage is how many items one scan page of the sweeper reads.
+const scanPage = 100
+
+// maxTTLAge mirrors DynamoDB, which ignores expiry times more than five years
+// in the past.
+const maxTTLAge = 5 * 365 * 24 * time.Hour
+
+// Sweep deletes every expired item of every table whose TTL is enabled, once,
+// and returns how many it deleted. Each delete is conditional on the item still
+// being expired, so an item whose expiry was extended meanwhile survives.
+func (f *Front) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	var errs []error
+	p := dynamodb.NewListTablesPaginator(f.cfg.DynamoDB, &dynamodb.ListTablesInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return total, fmt.Errorf("sweep: list tables: %w", err)
+		}
+		for _, name := range page.TableNames {
+			if f.cfg.SweepTables != nil && !f.cfg.SweepTables(name) {
+				continue
+			}
+			n, err := f.sweepTable(ctx, name)
+			total += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+func (f *Front) sweepTable(ctx context.Context, table string) (int, error) {
+	attrName, ok := f.ttl.get(table)
+	if !ok {
+		return 0, nil
+	}
+	var notFound *types.ResourceNotFoundException
+	desc, err := f.cfg.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if errors.As(err, &notFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: describe table: %w", table, err)
+	}
+	var keyNames []string
+	for _, k := range desc.Table.KeySchema {
+		keyNames = append(keyNames, aws.ToString(k.AttributeName))
+	}
+	streamArn := ""
+	if s := desc.Table.StreamSpecification; s != nil && aws.ToBool(s.StreamEnabled) {
+		streamArn = aws.ToString(desc.Table.LatestStreamArn)
+	}
+
+	now := f.cfg.Now()
+	attr := expression.Name(attrName)
+	expired := expression.And(
+		attr.LessThan(expression.Value(now.Unix())),
+		attr.GreaterThan(expression.Value(now.Add(-maxTTLAge).Unix())),
+	)
+	proj := expression.NamesList(attr)
+	for _, k := range keyNames {
+		proj = proj.AddNames(expression.Name(k))
+	}
+	scanExpr, err := expression.NewBuilder().WithFilter(expired).WithProjection(proj).Build()
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: build scan: %w", table, err)
+	}
+	condExpr, err := expression.NewBuilder().WithCondition(expired).Build()
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: build condition: %w", table, err)
+	}
+
+	// Deleting while paging can make DynamoDB Local skip items, so scan again
+	// until a pass finds nothing more to delete.
+	total := 0
+	for pass := 0; pass < 10; pass++ {
+		n, err := f.sweepPass(ctx, table, streamArn, keyNames, scanExpr, condExpr, now)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (f *Front) sweepPass(ctx context.Context, table, streamArn string, keyNames []string, scanExpr, condExpr expression.Expression, now time.Time) (int, error) {
+	var notFound *types.ResourceNotFoundException
+	total := 0
+	p := dynamodb.NewScanPaginator(f.cfg.DynamoDB, &dynamodb.ScanInput{
+		TableName:      aws.String(table),
+		ConsistentRead: aws.Bool(true),
+		// DynamoDB Local drops the first items of a scan page that reaches
+		// 1 MB; small pages keep every page under it.
+		Limit:                     aws.Int32(scanPage),
+		FilterExpression:          scanExpr.Filter(),
+		ProjectionExpression:      scanExpr.Projection(),
+		ExpressionAttributeNames:  scanExpr.Names(),
+		ExpressionAttributeValues: scanExpr.Values(),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if errors.As(err, &notFound) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("sweep %s: scan: %w", table, err)
+		}
+		n, err := f.deleteExpired(ctx, table, streamArn, keyNames, page.Items, condExpr, now)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyNames []string,
+	items []map[string]types.AttributeValue, cond expression.Expression, now time.Time) (int, error) {
+	if len(items) == 0 {
+		return 0, nil
+	}
+	if f.cfg.AfterScan != nil {
+		f.cfg.AfterScan(table)
+	}
+	keys := make([]map[string]types.AttributeValue, 0, len(items))
+	canon := make([]string, 0, len(items))
+	for _, it := range items {
+		c, ok := keyFromItem(it, keyNames)
+		if !ok {
+			continue
+		}
+		k := map[string]types.AttributeValue{}
+		for _, n := range keyNames {
+			k[n] = it[n]
+		}
+		keys = append(keys, k)
+		canon = append(canon, c)
+	}
+	var entries []*ledgerEntry
+	if streamArn != "" {
+		after, err := f.positions.end(ctx, streamArn)
+		if err != nil {
+			return 0, fmt.Errorf("sweep %s: %w", table, err)
+		}
+		if entries, err = f.ledger.begin(streamArn, table, canon, now, after); err != nil {
+			return 0, err
+		}
+	}
+	deleted := make([]bool, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, deleteWorkers)
+	for i := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := f.cfg.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName:                 aws.String(table),
+				Key:                       keys[i],
+				ConditionExpression:       cond.Condition(),
+				ExpressionAttributeNames:  cond.Names(),
+				ExpressionAttributeValues: cond.Values(),
+			})
+			var ccf *types.ConditionalCheckFailedException
+			switch {
+			case err == nil:
+				deleted[i] = true
+			case errors.As(err, &ccf):
+				// Extended or deleted meanwhile: not ours to remove.
+			default:
+				errs[i] = fmt.Errorf("sweep %s: delete: %w", table, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	n := 0
+	for _, d := range deleted {
+		if d {
+			n++
+		}
+	}
+	if entries != nil {
+		if err := f.ledger.settle(entries, deleted); err != nil {
+			return n, err
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// settlePending resolves deletions that were under way when the stack stopped:
+// an item that is gone was deleted by the sweeper.
+func (f *Front) settlePending(ctx context.Context) error {
+	pending := f.ledger.pending()
+	if len(pending) == 0 {
+		return nil
+	}
+	deleted := make([]bool, len(pending))
+	for i, e := range pending {
+		key, err := itemFromKey(e.Key)
+		if err != nil {
+			return err
+		}
+		out, err := f.cfg.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(e.Table), Key: key, ConsistentRead: aws.Bool(true),
+		})
+		var notFound *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &notFound):
+		case err != nil:
+			return fmt.Errorf("settle ttl ledger: get %s: %w", e.Table, err)
+		default:
+			deleted[i] = len(out.Item) == 0
+		}
+	}
+	return f.ledger.settle(pending, deleted)
+}
+
+// serviceIdentity is what DynamoDB Streams puts on the REMOVE records of TTL
+// deletions (the Streams API spells the members with capitals; Lambda events
+// with lower case).
+var serviceIdentity = json.RawMessage(`{"PrincipalId":"dynamodb.amazonaws.com","Type":"Service"}`)
+
+// annotate adds the service userIdentity to the REMOVE records the sweeper caused.
+func (f *Front) annotate(reqBody, respBody []byte) ([]byte, error) {
+	var req struct{ ShardIterator string }
+	if err := json.Unmarshal(reqBody, &req); err != nil {
+		return nil, fmt.Errorf("decode get records request: %w", err)
+	}
+	streamArn := streamOfIterator(req.ShardIterator)
+	var resp map[string]json.RawMessage
+	if err := json.Unmarshal(respBody, &resp); err != nil {
+		return nil, fmt.Errorf("decode get records response: %w", err)
+	}
+	var records []map[string]json.RawMessage
+	if err := json.Unmarshal(resp["Records"], &records); err != nil || len(records) == 0 {
+		return respBody, nil
+	}
+	changed := false
+	for _, rec := range records {
+		var name string
+		if json.Unmarshal(rec["eventName"], &name) != nil || name != "REMOVE" {
+			continue
+		}
+		var d struct {
+			Keys           map[string]map[string]json.RawMessage
+			SequenceNumber string
+		}
+		if json.Unmarshal(rec["dynamodb"], &d) != nil {
+			continue
+		}
+		key, ok := keyFromJSON(d.Keys)
+		if !ok {
+			continue
+		}
+		if f.ledger.isSweep(streamArn, key, d.SequenceNumber) {
+			rec["userIdentity"] = serviceIdentity
+			changed = true
+		}
+	}
+	if !changed {
+		return respBody, nil
+	}
+	raw, err := json.Marshal(records)
+	if err != nil {
+		return nil, fmt.Errorf("encode records: %w", err)
+	}
+	resp["Records"] = raw
+	return json.Marshal(resp)
+}
+
+// streamOfIterator reads the stream ARN out of a DynamoDB Local shard iterator,
+// which starts with it ("arn:...:table/T/stream/LABEL|...").
+func streamOfIterator(it string) string {
+	for i := 0; i < len(it); i++ {
+		if it[i] == '|' {
+			return it[:i]
+		}
+	}
+	return it
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package ddblocal
+
+import "syscall"
+
+func childAttrs() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

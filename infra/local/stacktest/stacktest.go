@@ -1,0 +1,116 @@
+// Package stacktest gives a test binary one shared local stack, started on
+// first use on free 127.0.0.1 ports, and fresh table prefixes so tests do not
+// see each other's data.
+package stacktest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+// ArchiveBucket is the bucket the shared stack creates.
+const ArchiveBucket = "shopstream-archive"
+
+var shared struct {
+	once  sync.Once
+	stack *stack.Stack
+	err   error
+	seq   atomic.Int64
+}
+
+// Stack returns the test binary's shared stack. DynamoDB Local's JVM dies with
+// the test binary; the stack is never closed explicitly.
+func Stack(tb testing.TB) *stack.Stack {
+	tb.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		level := slog.LevelWarn
+		if os.Getenv("STACK_DEBUG") != "" {
+			level = slog.LevelDebug
+		}
+		shared.stack, shared.err = stack.Start(ctx, stack.Config{
+			TTLSweepInterval: time.Second,
+			SweepTables:      func(table string) bool { return !strings.HasPrefix(table, ownPrefix) },
+			Buckets:          []string{ArchiveBucket},
+			Logger:           slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		})
+	})
+	if shared.err != nil {
+		tb.Fatalf("start local stack: %v", shared.err)
+	}
+	return shared.stack
+}
+
+// ownPrefix starts the names of tables that dedicated stacks sweep and the
+// shared stack leaves alone.
+const ownPrefix = "own-"
+
+// Dedicated starts a stack of the test's own that shares the binary's DynamoDB
+// Local (so it starts in milliseconds) and closes it when the test ends. Use it
+// to control the sweeper or inject faults without disturbing other tests; its
+// sweeper handles only tables named with OwnPrefix, which the shared stack's
+// sweeper leaves alone.
+func Dedicated(tb testing.TB, cfg stack.Config) *stack.Stack {
+	tb.Helper()
+	cfg.DynamoDBUpstream = Stack(tb).Upstream()
+	cfg.SweepTables = func(table string) bool { return strings.HasPrefix(table, ownPrefix) }
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := stack.Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("start dedicated stack: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			tb.Errorf("close dedicated stack: %v", err)
+		}
+	})
+	return st
+}
+
+// Prefix returns a table-name prefix no other test of this binary uses.
+func Prefix(tb testing.TB) string {
+	tb.Helper()
+	return fmt.Sprintf("t%d-%d-", os.Getpid(), shared.seq.Add(1))
+}
+
+// OwnPrefix returns a fresh table-name prefix for tables swept only by
+// dedicated stacks.
+func OwnPrefix(tb testing.TB) string {
+	tb.Helper()
+	return ownPrefix + Prefix(tb)
+}
+
+// Tables creates every table of shared/tables under a fresh prefix and
+// returns the prefix.
+func Tables(tb testing.TB) string {
+	tb.Helper()
+	st := Stack(tb)
+	prefix := Prefix(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tables.Create(ctx, st.DynamoDB(), prefix); err != nil {
+		tb.Fatalf("create tables: %v", err)
+	}
+	return prefix
+}
+
+// DynamoDB returns a client for the shared stack's DynamoDB endpoint.
+func DynamoDB(tb testing.TB) *dynamodb.Client {
+	tb.Helper()
+	return Stack(tb).DynamoDB()
+}
