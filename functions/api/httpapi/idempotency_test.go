@@ -1,0 +1,88 @@
+package httpapi_test
+
+import (
+	"sync"
+	"testing"
+)
+
+func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("ida")
+	ida := userCaller("ida")
+	p := e.mustProduct("Lamp", "lighting", 2500, 100)
+	body := map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 1}}}
+	count := func() int {
+		t.Helper()
+		r := e.do("GET", "/users/ida/orders?limit=100", ida, nil)
+		want(t, r, 200)
+		return len(r.items())
+	}
+
+	t.Run("sequential replay returns the first response", func(t *testing.T) {
+		first := e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "k-seq")
+		want(t, first, 201)
+		again := e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "k-seq")
+		want(t, again, 201)
+		if again.Body != first.Body || again.Headers["location"] != first.Headers["location"] {
+			t.Errorf("got replay %s, want %s", again.Body, first.Body)
+		}
+		if again.Headers["idempotent-replayed"] != "true" {
+			t.Errorf("got headers %v, want Idempotent-Replayed: true", again.Headers)
+		}
+		if n := count(); n != 1 {
+			t.Errorf("got %d orders, want 1", n)
+		}
+		if s := e.stock(p); s != 99 {
+			t.Errorf("got stock %d, want 99", s)
+		}
+	})
+	t.Run("another body gets 409", func(t *testing.T) {
+		other := map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 2}}}
+		want(t, e.do("POST", "/users/ida/orders", ida, other, "Idempotency-Key", "k-seq"), 409, "conflict")
+	})
+	t.Run("keys are per user", func(t *testing.T) {
+		e.mustUser("joe")
+		want(t, e.do("POST", "/users/joe/orders", userCaller("joe"), body, "Idempotency-Key", "k-seq"), 201)
+	})
+	t.Run("concurrent replays place one order", func(t *testing.T) {
+		before := count()
+		const n = 16
+		resps := make([]response, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				resps[i] = e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "k-concurrent")
+			})
+		}
+		wg.Wait()
+		for _, r := range resps {
+			if r.StatusCode != 201 || r.Body != resps[0].Body {
+				t.Errorf("got %d %s, want 201 %s", r.StatusCode, r.Body, resps[0].Body)
+			}
+		}
+		if got := count(); got != before+1 {
+			t.Errorf("got %d orders, want %d", got, before+1)
+		}
+	})
+	t.Run("a refusal is remembered too", func(t *testing.T) {
+		big := map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 500}}}
+		r := e.do("POST", "/users/ida/orders", ida, big, "Idempotency-Key", "k-short")
+		want(t, r, 409, "conflict")
+		want(t, e.do("PATCH", "/products/"+p, adminCaller("root"), map[string]any{"stock": 1000}), 200)
+		again := e.do("POST", "/users/ida/orders", ida, big, "Idempotency-Key", "k-short")
+		want(t, again, 409, "conflict")
+		if again.Body != r.Body {
+			t.Errorf("got %s, want the first answer %s", again.Body, r.Body)
+		}
+		want(t, e.do("POST", "/users/ida/orders", ida, big, "Idempotency-Key", "k-short-2"), 201)
+	})
+	t.Run("invalid keys", func(t *testing.T) {
+		long := make([]byte, 256)
+		for i := range long {
+			long[i] = 'k'
+		}
+		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", string(long)), 400, "validation")
+		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "bad\x01key"), 400, "validation")
+	})
+}
