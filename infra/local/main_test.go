@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+func TestLoadSettings(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	got, err := load(env(nil))
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if got.DynamoDBPort != 8000 || got.S3Port != 9000 || got.SearchPort != 9200 || got.APIPort != 3000 || got.SweepInterval != 5*time.Second || got.ArchiveBucket != "shopstream-archive" {
+		t.Errorf("defaults: got %+v", got)
+	}
+	got, err = load(env(map[string]string{"DYNAMODB_PORT": "8100", "TTL_SWEEP_INTERVAL": "2s"}))
+	if err != nil || got.DynamoDBPort != 8100 || got.SweepInterval != 2*time.Second {
+		t.Errorf("overrides: got %+v, %v", got, err)
+	}
+	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"}} {
+		if _, err := load(env(bad)); err == nil {
+			t.Errorf("%v: got nil error, want one", bad)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	jvmPid int
+	ddbURL string
+	s3URL  string
+}
+
+// startBinary runs the built stack and waits for its "ready" log line.
+func startBinary(t *testing.T, bin string, env []string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start stack: %v", err)
+	}
+	p := &proc{cmd: cmd}
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			var line struct {
+				Msg              string `json:"msg"`
+				Service          string `json:"service"`
+				URL              string `json:"url"`
+				DynamoDBLocalPid int    `json:"dynamodbLocalPid"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			switch {
+			case line.Msg == "endpoint" && line.Service == "dynamodb":
+				p.ddbURL, p.jvmPid = line.URL, line.DynamoDBLocalPid
+			case line.Msg == "endpoint" && line.Service == "s3":
+				p.s3URL = line.URL
+			case line.Msg == "ready" && !sent:
+				ready <- nil
+				sent = true
+			}
+		}
+		if !sent {
+			ready <- errors.New("stack exited before it was ready")
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("stack not ready after 90s")
+	}
+	return p
+}
+
+func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "local")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	env := []string{
+		"DATA_DIR=" + filepath.Join(dir, "data"),
+		"DYNAMODB_PORT=" + strconv.Itoa(freePort(t)),
+		"S3_PORT=" + strconv.Itoa(freePort(t)),
+		"SEARCH_PORT=" + strconv.Itoa(freePort(t)),
+		"API_PORT=" + strconv.Itoa(freePort(t)),
+		"TTL_SWEEP_INTERVAL=200ms",
+		"LOG_LEVEL=INFO",
+	}
+	p := startBinary(t, bin, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := stack.AWSConfig()
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(p.ddbURL) })
+	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(p.s3URL); o.UsePathStyle = true })
+
+	orders := tables.Physical("", tables.Orders)
+	const n = 50
+	for i := 0; i < n; i++ {
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(orders), Item: map[string]types.AttributeValue{
+			"userId": &types.AttributeValueMemberS{Value: "u1"}, "orderId": &types.AttributeValueMemberS{Value: "o" + strconv.Itoa(1000+i)},
+		}}); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+	expired := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(orders), Item: map[string]types.AttributeValue{
+		"userId": &types.AttributeValueMemberS{Value: "u2"}, "orderId": &types.AttributeValueMemberS{Value: "old"},
+		"expiresAt": &types.AttributeValueMemberN{Value: expired},
+	}}); err != nil {
+		t.Fatalf("put expired: %v", err)
+	}
+	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("shopstream-archive"), Key: aws.String("k/1"), Body: bytes.NewReader([]byte("kept"))}); err != nil {
+		t.Fatalf("put object: %v", err)
+	}
+	// Wait until the sweeper has removed the expired order.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(orders), Key: map[string]types.AttributeValue{
+			"userId": &types.AttributeValueMemberS{Value: "u2"}, "orderId": &types.AttributeValueMemberS{Value: "old"}}})
+		if err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		if out.Item == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("expired order not swept after 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Wait()
+	if p.jvmPid == 0 {
+		t.Fatal("the stack did not log DynamoDB Local's pid")
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for syscall.Kill(p.jvmPid, 0) == nil {
+		if time.Now().After(deadline) {
+			syscall.Kill(p.jvmPid, syscall.SIGKILL)
+			t.Fatalf("DynamoDB Local (pid %d) outlived the killed stack", p.jvmPid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	p = startBinary(t, bin, env)
+	defer func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Wait()
+	}()
+	db = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(p.ddbURL) })
+	s3c = s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(p.s3URL); o.UsePathStyle = true })
+	count, err := db.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(orders), KeyConditionExpression: aws.String("userId = :u"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberS{Value: "u1"}}, Select: types.SelectCount})
+	if err != nil || count.Count != n {
+		t.Fatalf("orders after kill -9: got %d (err %v), want %d", count.Count, err, n)
+	}
+	ttl, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(orders)})
+	if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled {
+		t.Fatalf("ttl after kill -9: got %+v (err %v)", ttl.TimeToLiveDescription, err)
+	}
+	obj, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("shopstream-archive"), Key: aws.String("k/1")})
+	if err != nil {
+		t.Fatalf("object after kill -9: %v", err)
+	}
+	body, _ := io.ReadAll(obj.Body)
+	if string(body) != "kept" {
+		t.Errorf("object body: got %q, want %q", body, "kept")
+	}
+	// Every stream record is still there, and the sweeper's removal still reads as the service's.
+	streams := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(p.ddbURL) })
+	desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(orders)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: desc.Table.LatestStreamArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inserts, serviceRemovals := 0, 0
+	for _, sh := range sd.StreamDescription.Shards {
+		it, err := streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: desc.Table.LatestStreamArn, ShardId: sh.ShardId, ShardIteratorType: "TRIM_HORIZON"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for next := it.ShardIterator; next != nil; {
+			page, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: next})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Records {
+				switch {
+				case r.EventName == "INSERT":
+					inserts++
+				case r.EventName == "REMOVE" && r.UserIdentity != nil && strings.EqualFold(aws.ToString(r.UserIdentity.PrincipalId), "dynamodb.amazonaws.com"):
+					serviceRemovals++
+				}
+			}
+			if len(page.Records) == 0 {
+				break
+			}
+			next = page.NextShardIterator
+		}
+	}
+	if inserts != n+1 || serviceRemovals != 1 {
+		t.Errorf("stream after kill -9: got %d inserts and %d service removals, want %d and 1", inserts, serviceRemovals, n+1)
+	}
+}
