@@ -88,8 +88,35 @@ func run(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
+// testRoutes stands in for shared/routes, which is being written: the routes
+// of CONTRACT §2 with their public flag. Replace with shared/routes when it lands.
 func testRoutes() []stack.Route {
-	return []stack.Route{{Method: "GET", Path: "/healthz", Public: true}, {Method: "GET", Path: "/users/{userId}"}}
+	protected := func(method, path string) stack.Route { return stack.Route{Method: method, Path: path} }
+	public := func(method, path string) stack.Route { return stack.Route{Method: method, Path: path, Public: true} }
+	return []stack.Route{
+		public("GET", "/healthz"),
+		protected("POST", "/users"),
+		protected("GET", "/users/{userId}"),
+		protected("PATCH", "/users/{userId}"),
+		protected("POST", "/products"),
+		public("GET", "/products"),
+		public("GET", "/products/{productId}"),
+		protected("PATCH", "/products/{productId}"),
+		protected("DELETE", "/products/{productId}"),
+		public("GET", "/search"),
+		protected("PUT", "/products/{productId}/reviews/{userId}"),
+		public("GET", "/products/{productId}/reviews"),
+		protected("DELETE", "/products/{productId}/reviews/{userId}"),
+		protected("GET", "/users/{userId}/reviews"),
+		protected("PUT", "/users/{userId}/cart/{productId}"),
+		protected("GET", "/users/{userId}/cart"),
+		protected("POST", "/users/{userId}/orders"),
+		protected("GET", "/users/{userId}/orders"),
+		protected("GET", "/users/{userId}/orders/{orderId}"),
+		protected("POST", "/users/{userId}/orders/{orderId}/cancel"),
+		protected("PATCH", "/users/{userId}/orders/{orderId}"),
+		protected("GET", "/orders"),
+	}
 }
 
 // resources returns the template's resources of a type by logical id.
@@ -195,45 +222,9 @@ func TestTablesMatchSharedDefinitions(t *testing.T) {
 				if !ok {
 					t.Fatalf("no table %s", physical)
 				}
-				want := map[string]any{
-					"KeySchema":            keySchema(def.PartitionKey, def.SortKey),
-					"AttributeDefinitions": attributeDefinitions(def),
-					"BillingMode":          "PAY_PER_REQUEST",
-					"PointInTimeRecoverySpecification": map[string]any{
-						"PointInTimeRecoveryEnabled": true,
-					},
-					"SSESpecification":          map[string]any{"SSEEnabled": true},
-					"DeletionProtectionEnabled": cfg.DeletionProtection,
-				}
-				if def.Stream != tables.NoStream {
-					want["StreamSpecification"] = map[string]any{"StreamViewType": string(def.Stream)}
-				}
-				if def.TTLAttribute != "" {
-					want["TimeToLiveSpecification"] = map[string]any{"AttributeName": def.TTLAttribute, "Enabled": true}
-				}
-				if gsis := indexes(def.GlobalIndexes); len(gsis) > 0 {
-					want["GlobalSecondaryIndexes"] = gsis
-				}
-				if lsis := indexes(def.LocalIndexes); len(lsis) > 0 {
-					want["LocalSecondaryIndexes"] = lsis
-				}
-				got := map[string]any{}
-				for k := range want {
-					got[k] = p[k]
-				}
-				for _, k := range []string{"StreamSpecification", "TimeToLiveSpecification", "GlobalSecondaryIndexes", "LocalSecondaryIndexes"} {
-					if _, inWant := want[k]; !inWant && p[k] != nil {
-						t.Errorf("%s: unexpected %s %v", physical, k, p[k])
-					}
-				}
-				sortByName := cmpopts.SortSlices(func(a, b any) bool { return fmt.Sprint(a) < fmt.Sprint(b) })
-				if d := cmp.Diff(asJSON(t, want), asJSON(t, got), sortByName); d != "" {
-					t.Errorf("%s differs from shared/tables (-want +got):\n%s", physical, d)
-				}
-				for _, ix := range def.LocalIndexes {
-					if ix.PartitionKey != def.PartitionKey {
-						t.Errorf("%s: local index %s has partition key %v, want the table's %v", physical, ix.Name, ix.PartitionKey, def.PartitionKey)
-					}
+				checkTable(t, def, p, true)
+				if got := p["DeletionProtectionEnabled"]; got != cfg.DeletionProtection {
+					t.Errorf("%s: DeletionProtectionEnabled %v, want %v", physical, got, cfg.DeletionProtection)
 				}
 				wantPolicy := "Delete"
 				if cfg.RetainData {
@@ -243,6 +234,50 @@ func TestTablesMatchSharedDefinitions(t *testing.T) {
 					t.Errorf("%s: got DeletionPolicy %v, want %s", physical, got, wantPolicy)
 				}
 			})
+		}
+	}
+}
+
+// checkTable compares a table resource's properties with its shared definition.
+func checkTable(t *testing.T, def tables.Table, p map[string]any, cdk bool) {
+	t.Helper()
+	want := map[string]any{
+		"KeySchema":            keySchema(def.PartitionKey, def.SortKey),
+		"AttributeDefinitions": attributeDefinitions(def),
+		"BillingMode":          "PAY_PER_REQUEST",
+		"PointInTimeRecoverySpecification": map[string]any{
+			"PointInTimeRecoveryEnabled": true,
+		},
+		"SSESpecification": map[string]any{"SSEEnabled": true},
+	}
+	if def.Stream != tables.NoStream {
+		want["StreamSpecification"] = map[string]any{"StreamViewType": string(def.Stream)}
+	}
+	if def.TTLAttribute != "" {
+		want["TimeToLiveSpecification"] = map[string]any{"AttributeName": def.TTLAttribute, "Enabled": true}
+	}
+	if gsis := indexes(def.GlobalIndexes); len(gsis) > 0 {
+		want["GlobalSecondaryIndexes"] = gsis
+	}
+	if lsis := indexes(def.LocalIndexes); len(lsis) > 0 {
+		want["LocalSecondaryIndexes"] = lsis
+	}
+	got := map[string]any{}
+	for k := range want {
+		got[k] = p[k]
+	}
+	for _, k := range []string{"StreamSpecification", "TimeToLiveSpecification", "GlobalSecondaryIndexes", "LocalSecondaryIndexes"} {
+		if _, inWant := want[k]; !inWant && p[k] != nil {
+			t.Errorf("%s: unexpected %s %v", def.Name, k, p[k])
+		}
+	}
+	anyOrder := cmpopts.SortSlices(func(a, b any) bool { return fmt.Sprint(a) < fmt.Sprint(b) })
+	if d := cmp.Diff(asJSON(t, want), asJSON(t, got), anyOrder); d != "" {
+		t.Errorf("%s differs from shared/tables (-want +got):\n%s", def.Name, d)
+	}
+	for _, ix := range def.LocalIndexes {
+		if ix.PartitionKey != def.PartitionKey {
+			t.Errorf("%s: local index %s has partition key %v, want the table's %v", def.Name, ix.Name, ix.PartitionKey, def.PartitionKey)
 		}
 	}
 }

@@ -1,0 +1,306 @@
+package stack_test
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// samDoc is template.yaml as plain data, its intrinsic tags (!Ref, !GetAtt,
+// !Sub) turned into their long forms as in a JSON template.
+type samDoc map[string]any
+
+func loadSAM(t *testing.T) samDoc {
+	t.Helper()
+	raw, err := os.ReadFile(samTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(raw, &n); err != nil {
+		t.Fatalf("template.yaml: %v", err)
+	}
+	v, err := decodeYAML(n.Content[0])
+	if err != nil {
+		t.Fatalf("template.yaml: %v", err)
+	}
+	return v.(map[string]any)
+}
+
+func decodeYAML(n *yaml.Node) (any, error) {
+	var v any
+	switch n.Kind {
+	case yaml.AliasNode:
+		return decodeYAML(n.Alias)
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			e, err := decodeYAML(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[n.Content[i].Value] = e
+		}
+		v = m
+	case yaml.SequenceNode:
+		l := []any{}
+		for _, c := range n.Content {
+			e, err := decodeYAML(c)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, e)
+		}
+		v = l
+	case yaml.ScalarNode:
+		plain := *n
+		if strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!") {
+			plain.Tag = "!!str"
+		}
+		if err := plain.Decode(&v); err != nil {
+			return nil, err
+		}
+	}
+	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+		return v, nil
+	}
+	fn := strings.TrimPrefix(n.Tag, "!")
+	switch fn {
+	case "Ref", "Condition":
+		return map[string]any{fn: v}, nil
+	case "GetAtt":
+		if s, ok := v.(string); ok {
+			res, attr, _ := strings.Cut(s, ".")
+			v = []any{res, attr}
+		}
+	}
+	return map[string]any{"Fn::" + fn: v}, nil
+}
+
+func (d samDoc) resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range d["Resources"].(map[string]any) {
+		if res := r.(map[string]any); res["Type"] == typ {
+			out[id] = res
+		}
+	}
+	return out
+}
+
+// samName is the physical name template.yaml gives a resource of the stage.
+func samName(suffix string) map[string]any {
+	return map[string]any{"Fn::Sub": "shopstream-${Stage}-" + suffix}
+}
+
+func (d samDoc) byName(typ, nameProp, suffix string) (string, map[string]any) {
+	for id, r := range d.resources(typ) {
+		if cmp.Equal(props(r)[nameProp], samName(suffix)) {
+			return id, props(r)
+		}
+	}
+	return "", nil
+}
+
+// TestSAMTablesMatchSharedDefinitions: template.yaml declares every table of
+// shared/tables, and nothing else, with its keys, indexes, stream and TTL.
+func TestSAMTablesMatchSharedDefinitions(t *testing.T) {
+	sam := loadSAM(t)
+	if got, want := len(sam.resources("AWS::DynamoDB::Table")), len(tables.All()); got != want {
+		t.Errorf("got %d tables, want %d", got, want)
+	}
+	for _, def := range tables.All() {
+		t.Run(def.Name, func(t *testing.T) {
+			_, p := sam.byName("AWS::DynamoDB::Table", "TableName", def.Name)
+			if p == nil {
+				t.Fatalf("no table named shopstream-${Stage}-%s", def.Name)
+			}
+			checkTable(t, def, p, false)
+		})
+	}
+}
+
+// TestSAMFunctionsMatchCDK: template.yaml runs the same code, the same way,
+// with the same environment as the CDK app.
+func TestSAMFunctionsMatchCDK(t *testing.T) {
+	sam := loadSAM(t)
+	globals := sam["Globals"].(map[string]any)["Function"].(map[string]any)
+	cdk := stages[stack.Dev]
+	tableByID := map[string]string{}
+	for _, def := range tables.All() {
+		id, _ := sam.byName("AWS::DynamoDB::Table", "TableName", def.Name)
+		tableByID[id] = def.Name
+	}
+	if got, want := len(sam.resources("AWS::Serverless::Function")), len(wiring.Functions()); got != want {
+		t.Errorf("got %d functions, want %d", got, want)
+	}
+	for _, fnName := range wiring.Functions() {
+		t.Run(fnName, func(t *testing.T) {
+			_, p := sam.byName("AWS::Serverless::Function", "FunctionName", fnName)
+			if p == nil {
+				t.Fatalf("no function named shopstream-${Stage}-%s", fnName)
+			}
+			eff := map[string]any{}
+			for k, v := range globals {
+				eff[k] = v
+			}
+			for k, v := range p {
+				eff[k] = v
+			}
+			c := props(cdk.resources("AWS::Lambda::Function")[cdk.logicalID(cdk.stack.Functions[fnName])])
+			want := map[string]any{
+				"CodeUri":       "dist/" + fnName,
+				"Runtime":       c["Runtime"],
+				"Architectures": c["Architectures"],
+				"Handler":       c["Handler"],
+				"Tracing":       c["TracingConfig"].(map[string]any)["Mode"],
+				"LoggingConfig": map[string]any{"LogFormat": c["LoggingConfig"].(map[string]any)["LogFormat"]},
+				"MemorySize":    c["MemorySize"],
+				"Timeout":       c["Timeout"],
+			}
+			got := map[string]any{}
+			for k := range want {
+				got[k] = eff[k]
+			}
+			if d := cmp.Diff(asJSON(t, want), asJSON(t, got)); d != "" {
+				t.Errorf("template.yaml differs from the CDK app (-cdk +sam):\n%s", d)
+			}
+
+			samVars, _ := eff["Environment"].(map[string]any)["Variables"].(map[string]any)
+			cdkVars, _ := c["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if d := cmp.Diff(keysOf(cdkVars), keysOf(samVars)); d != "" {
+				t.Errorf("environment names (-cdk +sam):\n%s", d)
+			}
+			for _, tn := range stack.Accesses()[fnName].Tables {
+				def, _ := tables.ByName(tn)
+				ref, _ := samVars[def.EnvVar].(map[string]any)["Ref"].(string)
+				if tableByID[ref] != tn {
+					t.Errorf("%s refers to %q, want the %s table", def.EnvVar, ref, tn)
+				}
+			}
+		})
+	}
+}
+
+func keysOf(m map[string]any) []string {
+	out := []string{}
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestSAMEventSourcesMatchWiring: every mapping of shared/wiring, with the
+// same batching, filters, retries and failure destination, and no other.
+func TestSAMEventSourcesMatchWiring(t *testing.T) {
+	sam := loadSAM(t)
+	tableID := map[string]string{}
+	for _, def := range tables.All() {
+		id, _ := sam.byName("AWS::DynamoDB::Table", "TableName", def.Name)
+		tableID[def.Name] = id
+	}
+	type event struct {
+		fn    string
+		props map[string]any
+	}
+	var events []event
+	for _, r := range sam.resources("AWS::Serverless::Function") {
+		evs, _ := props(r)["Events"].(map[string]any)
+		for _, e := range evs {
+			e := e.(map[string]any)
+			if e["Type"] == "DynamoDB" {
+				name := props(r)["FunctionName"].(map[string]any)["Fn::Sub"].(string)
+				events = append(events, event{strings.TrimPrefix(name, "shopstream-${Stage}-"), e["Properties"].(map[string]any)})
+			}
+		}
+	}
+	if got, want := len(events), len(wiring.Mappings()); got != want {
+		t.Errorf("got %d DynamoDB events, want %d", got, want)
+	}
+	for _, m := range wiring.Mappings() {
+		t.Run(m.Name, func(t *testing.T) {
+			var p map[string]any
+			for _, e := range events {
+				if e.fn == m.Function && cmp.Equal(e.props["Stream"], map[string]any{"Fn::GetAtt": []any{tableID[m.Table], "StreamArn"}}) {
+					p = e.props
+				}
+			}
+			if p == nil {
+				t.Fatalf("no DynamoDB event from %s to %s", m.Table, m.Function)
+			}
+			queueID, _ := sam.byName("AWS::SQS::Queue", "QueueName", m.FailureDestination())
+			if queueID == "" {
+				t.Fatalf("no queue named shopstream-${Stage}-%s", m.FailureDestination())
+			}
+			want := map[string]any{
+				"BatchSize":                      m.BatchSize,
+				"MaximumBatchingWindowInSeconds": int(m.BatchingWindow.Seconds()),
+				"StartingPosition":               m.StartingPosition,
+				"BisectBatchOnFunctionError":     m.BisectOnError,
+				"MaximumRetryAttempts":           m.RetryAttempts,
+				"MaximumRecordAgeInSeconds":      int(m.MaxRecordAge.Seconds()),
+				"ParallelizationFactor":          m.ParallelizationFactor,
+				"DestinationConfig": map[string]any{"OnFailure": map[string]any{
+					"Type":        "SQS",
+					"Destination": map[string]any{"Fn::GetAtt": []any{queueID, "Arn"}},
+				}},
+			}
+			if m.ReportBatchItemFailures {
+				want["FunctionResponseTypes"] = []string{"ReportBatchItemFailures"}
+			}
+			if len(m.Filters) > 0 {
+				var fs []any
+				for _, f := range m.Filters {
+					fs = append(fs, map[string]any{"Pattern": f})
+				}
+				want["FilterCriteria"] = map[string]any{"Filters": fs}
+			}
+			got := map[string]any{}
+			for k := range p {
+				if k != "Stream" {
+					got[k] = p[k]
+				}
+			}
+			if d := cmp.Diff(asJSON(t, want), asJSON(t, got)); d != "" {
+				t.Errorf("mapping %s differs from shared/wiring (-wiring +sam):\n%s", m.Name, d)
+			}
+		})
+	}
+}
+
+// TestSAMRoutesMatchCDK: the api function serves the same routes in
+// template.yaml as in the CDK app, public exactly where the CDK app is.
+func TestSAMRoutesMatchCDK(t *testing.T) {
+	sam := loadSAM(t)
+	_, api := sam.byName("AWS::Serverless::Function", "FunctionName", wiring.API)
+	var got []string
+	for _, e := range api["Events"].(map[string]any) {
+		e := e.(map[string]any)
+		if e["Type"] != "HttpApi" {
+			continue
+		}
+		p := e["Properties"].(map[string]any)
+		auth := "JWT"
+		if a, ok := p["Auth"].(map[string]any); ok && a["Authorizer"] == "NONE" {
+			auth = "NONE"
+		}
+		got = append(got, fmt.Sprintf("%s %s %s", p["Method"], p["Path"], auth))
+	}
+	var want []string
+	cdk := stages[stack.Dev]
+	for _, r := range cdk.resources("AWS::ApiGatewayV2::Route") {
+		want = append(want, fmt.Sprintf("%s %s", props(r)["RouteKey"], props(r)["AuthorizationType"]))
+	}
+	if d := cmp.Diff(sorted(want), sorted(got)); d != "" {
+		t.Errorf("routes (-cdk +sam):\n%s", d)
+	}
+}
