@@ -16,7 +16,7 @@ import (
 )
 
 // deleteWorkers is how many conditional deletes the sweeper runs at once.
-const deleteWorkers = 1
+const deleteWorkers = 8
 
 // scanPage is how many items one scan page of the sweeper reads.
 const scanPage = 100

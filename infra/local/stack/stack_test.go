@@ -1,0 +1,87 @@
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+)
+
+func TestS3PutGetList(t *testing.T) {
+	st := stacktest.Stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := st.S3()
+	bucket := stacktest.ArchiveBucket
+	prefix := stacktest.Prefix(t)
+	keys := []string{prefix + "orders/year=2026/month=11/day=22/a.jsonl.gz", prefix + "orders/year=2026/month=11/day=22/b.jsonl.gz", prefix + "carts/x.jsonl.gz"}
+	for i, k := range keys {
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader([]byte(strings.Repeat("x", i+1))), ContentType: aws.String("application/gzip")}); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+	}
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(keys[1])})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	body, _ := io.ReadAll(out.Body)
+	if got, want := string(body), "xx"; got != want {
+		t.Errorf("body: got %q, want %q", got, want)
+	}
+	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix + "orders/")})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if got, want := len(list.Contents), 2; got != want {
+		t.Errorf("listed: got %d, want %d", got, want)
+	}
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(prefix + "missing")})
+	if err == nil || !strings.Contains(err.Error(), "NoSuchKey") {
+		t.Errorf("missing key: got %v, want NoSuchKey", err)
+	}
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("no-such-bucket"), Key: aws.String("k"), Body: bytes.NewReader(nil)})
+	if err == nil || !strings.Contains(err.Error(), "NoSuchBucket") {
+		t.Errorf("missing bucket: got %v, want NoSuchBucket", err)
+	}
+}
+
+func TestEndpointsBindLoopbackAndAnswer(t *testing.T) {
+	st := stacktest.Stack(t)
+	for name, url := range map[string]string{"dynamodb": st.DynamoDBURL, "s3": st.S3URL, "search": st.SearchURL} {
+		if !strings.HasPrefix(url, "http://127.0.0.1:") {
+			t.Errorf("%s: got %q, want a 127.0.0.1 URL", name, url)
+		}
+	}
+	resp, err := http.Get(st.SearchURL + "/")
+	if err != nil {
+		t.Fatalf("search root: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("search root: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// BenchmarkStart measures how long a whole stack takes to answer, JVM included.
+func BenchmarkStart(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		st, err := stack.Start(context.Background(), stack.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/start")
+		if err := st.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
