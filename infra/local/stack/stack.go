@@ -24,6 +24,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/ddblocal"
 	"github.com/shopstream/shopstream/infra/local/s3server"
+	"github.com/shopstream/shopstream/infra/local/search"
 )
 
 // Region is the region every local client uses.
@@ -61,7 +62,7 @@ type Stack struct {
 	upstream string
 	ddbl     *ddblocal.Process
 	s3       *s3server.Server
-	search   interface{ Close() error }
+	search   *search.Server
 	servers  []*http.Server
 	logger   *slog.Logger
 }
@@ -123,6 +124,12 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		return nil, fmt.Errorf("start s3 endpoint: %w", err)
 	}
 
+	if s.search, err = search.New(sub(cfg.DataDir, "search"), cfg.Logger.With("service", "search")); err != nil {
+		return nil, err
+	}
+	if s.SearchURL, err = s.serve(cfg.SearchAddr, s.search); err != nil {
+		return nil, fmt.Errorf("start search endpoint: %w", err)
+	}
 	return s, nil
 }
 
