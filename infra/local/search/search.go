@@ -17,6 +17,7 @@
 package search
 
 import (
+	"bytes"
 	"compress/gzip"
 	"crypto/rand"
 	"encoding/hex"
@@ -324,19 +325,21 @@ func (s *Server) respond(w http.ResponseWriter, q *request, status int, body any
 		w.WriteHeader(status)
 		return
 	}
-	var out []byte
-	var err error
+	// Documents go back as they were sent: no HTML escaping.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
 	if q.flag("pretty") {
-		out, err = json.MarshalIndent(body, "", "  ")
-	} else {
-		out, err = json.Marshal(body)
+		enc.SetIndent("", "  ")
 	}
-	if err != nil {
+	if err := enc.Encode(body); err != nil {
 		s.logger.Error("search: encode response", "err", err)
-		status, out = http.StatusInternalServerError, []byte(`{"error":{"type":"exception","reason":"cannot encode the response"},"status":500}`)
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"root_cause":[],"type":"exception","reason":"cannot encode the response"},"status":500}` + "\n")
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(append(out, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 // splitPath splits an escaped URL path into unescaped segments, so an id

@@ -293,7 +293,7 @@ func TestBulkIndexAndDelete(t *testing.T) {
 {"delete":{"_index":"products","_id":"missing"}}
 `)
 	want := []struct {
-		action, result string
+		action, result  string
 		status, version int
 	}{
 		{"delete", "deleted", 200, 2},

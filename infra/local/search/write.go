@@ -159,6 +159,9 @@ func (ix *index) apply(ops []writeOp, defaultGC time.Duration) ([]writeResult, e
 	gc := ix.gcDeletes
 	if _, set := ix.meta.Settings["index.gc_deletes"]; !set {
 		gc = defaultGC
+		if gc <= 0 {
+			gc = defaultGCDeletes
+		}
 	}
 	w := &writer{
 		ix: ix, m: ix.mapping.Load(), batch: ix.bleve.NewBatch(),
