@@ -53,18 +53,25 @@ func (s *syncBuffer) String() string {
 }
 
 // newEnv creates every table under a fresh prefix and a handler on them.
-func newEnv(tb testing.TB, opts ...func(*httpapi.Deps)) *env {
+func newEnv(tb testing.TB) *env {
+	tb.Helper()
+	return newEnvWith(tb, nil)
+}
+
+// newEnvWith is newEnv with a say in the store's configuration.
+func newEnvWith(tb testing.TB, configure func(*store.Config)) *env {
 	tb.Helper()
 	prefix := stacktest.Tables(tb)
 	db := stacktest.DynamoDB(tb)
-	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(prefix)})
+	cfg := store.Config{Tables: store.TablesWithPrefix(prefix)}
+	if configure != nil {
+		configure(&cfg)
+	}
+	st := store.New(db, cfg)
 	e := &env{t: tb, st: st, db: db, prefix: prefix, metrics: &syncBuffer{}}
 	deps := httpapi.Deps{
 		Store: st, Cursors: cursor.NewSigner([]byte(testSecret)), Metrics: e.metrics,
 		Logger: slog.New(slog.NewTextHandler(testLog{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-	for _, o := range opts {
-		o(&deps)
 	}
 	e.h = httpapi.New(deps)
 	return e
