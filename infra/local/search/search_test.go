@@ -882,3 +882,96 @@ func TestConcurrentWriters(t *testing.T) {
 		}
 	}
 }
+
+func TestMoreAPIs(t *testing.T) {
+	h := start(t, "", nil)
+	h.seed(t)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		check                    func(body map[string]any) (got, want any)
+	}{
+		{"strict mapping refuses new fields", "PUT", "/strict", `{"mappings":{"dynamic":"strict","properties":{"a":{"type":"keyword"}}}}`, 200, nil},
+		{"strict mapping error", "PUT", "/strict/_doc/1", `{"a":"x","b":1}`, 400, func(b map[string]any) (any, any) {
+			return errorType(b), "strict_dynamic_mapping_exception"
+		}},
+		{"upsert creates", "POST", "/products/_update/p9", `{"doc":{"name":"Hat"},"doc_as_upsert":true}`, 201, func(b map[string]any) (any, any) {
+			return b["result"], "created"
+		}},
+		{"unchanged update is a noop", "POST", "/products/_update/p9", `{"doc":{"name":"Hat"}}`, 200, func(b map[string]any) (any, any) {
+			return b["result"], "noop"
+		}},
+		{"update of a missing document", "POST", "/products/_update/nope", `{"doc":{"name":"x"}}`, 404, func(b map[string]any) (any, any) {
+			return errorType(b), "document_missing_exception"
+		}},
+		{"scripted update is refused", "POST", "/products/_update/p1", `{"script":{"source":"ctx._source.stock++"}}`, 400, func(b map[string]any) (any, any) {
+			return strings.Contains(errorReason(b), "scripted updates"), true
+		}},
+		{"create of an existing document", "PUT", "/products/_create/p1", `{"name":"dup"}`, 409, func(b map[string]any) (any, any) {
+			return errorReason(b), "[p1]: version conflict, document already exists (current version [1])"
+		}},
+		{"POST _doc makes an id", "POST", "/products/_doc", `{"name":"auto"}`, 201, func(b map[string]any) (any, any) {
+			id, _ := b["_id"].(string)
+			return len(id) > 0, true
+		}},
+		{"_source endpoint", "GET", "/products/_source/p4", "", 200, func(b map[string]any) (any, any) {
+			return b["name"], "Red Wool Scarf"
+		}},
+		{"_source=false", "POST", "/products/_search", `{"query":{"ids":{"values":["p1"]}},"_source":false}`, 200, func(b map[string]any) (any, any) {
+			hit := b["hits"].(map[string]any)["hits"].([]any)[0].(map[string]any)
+			_, has := hit["_source"]
+			return has, false
+		}},
+		{"rest_total_hits_as_int", "POST", "/products/_search?rest_total_hits_as_int=true", `{"size":0,"query":{"term":{"category":"shoes"}}}`, 200, func(b map[string]any) (any, any) {
+			return b["hits"].(map[string]any)["total"], 3.0
+		}},
+		{"URL sort and size", "GET", "/products/_search?sort=priceCents:desc&size=1", "", 200, func(b map[string]any) (any, any) {
+			return b["hits"].(map[string]any)["hits"].([]any)[0].(map[string]any)["_id"], "p5"
+		}},
+		{"date math", "POST", "/products/_search", `{"size":0,"query":{"range":{"createdAt":{"gte":"2024-05-20||/d","lt":"now+1d"}}}}`, 200, func(b map[string]any) (any, any) {
+			return b["hits"].(map[string]any)["total"].(map[string]any)["value"], 1.0
+		}},
+		{"minimum_should_match", "POST", "/products/_search", `{"query":{"match":{"name":{"query":"red wool shoes","minimum_should_match":2}}}}`, 200, func(b map[string]any) (any, any) {
+			return b["hits"].(map[string]any)["total"].(map[string]any)["value"], 2.0
+		}},
+		{"version in hits", "POST", "/products/_search", `{"query":{"ids":{"values":["p2"]}},"version":true}`, 200, func(b map[string]any) (any, any) {
+			return b["hits"].(map[string]any)["hits"].([]any)[0].(map[string]any)["_version"], 1.0
+		}},
+		{"settings are nested strings", "GET", "/products/_settings", "", 200, func(b map[string]any) (any, any) {
+			return b["products"].(map[string]any)["settings"].(map[string]any)["index"].(map[string]any)["number_of_shards"], "1"
+		}},
+		{"unknown endpoint", "GET", "/_cat/indices", "", 400, func(b map[string]any) (any, any) {
+			return strings.Contains(errorReason(b), "not supported"), true
+		}},
+		{"wrong method", "PATCH", "/products", "", 405, func(b map[string]any) (any, any) {
+			return b["status"], 405.0
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := h.raw(t, tt.method, tt.path, tt.body)
+			if status != tt.status {
+				t.Fatalf("status: got %v, want %v (body %v)", status, tt.status, body)
+			}
+			if tt.check != nil {
+				if got, want := tt.check(body); got != want {
+					t.Errorf("got %v, want %v", got, want)
+				}
+			}
+		})
+	}
+
+	t.Run("compressed request bodies", func(t *testing.T) {
+		client, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{h.url}, CompressRequestBody: true}})
+		if err != nil {
+			t.Fatalf("NewClient: %v", err)
+		}
+		resp, err := client.Bulk(context.Background(), opensearchapi.BulkReq{Index: "products", Body: strings.NewReader(`{"index":{"_id":"gz"}}` + "\n" + `{"name":"Zipped Cap"}` + "\n")})
+		if err != nil {
+			t.Fatalf("bulk: %v", err)
+		}
+		if got := itemOf(t, resp.Items[0]).Status; got != http.StatusCreated {
+			t.Errorf("status: got %v, want %v", got, http.StatusCreated)
+		}
+	})
+}
