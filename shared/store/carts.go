@@ -116,4 +116,3 @@ func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
 	}
 	return v, nil
 }
-

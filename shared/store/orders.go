@@ -501,4 +501,3 @@ func less(a, b orders.Order) bool {
 	}
 	return a.UserID < b.UserID
 }
-

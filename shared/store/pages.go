@@ -104,4 +104,3 @@ func ClampLimit(limit int) int32 {
 	}
 	return int32(limit)
 }
-

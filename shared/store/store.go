@@ -221,7 +221,9 @@ func cancelled(err error) (*cancellation, bool) {
 }
 
 // failed reports whether action i failed its condition.
-func (c *cancellation) failed(i int) bool { return i >= 0 && i < len(c.codes) && c.codes[i] == reasonCondition }
+func (c *cancellation) failed(i int) bool {
+	return i >= 0 && i < len(c.codes) && c.codes[i] == reasonCondition
+}
 
 // anyCondition reports whether some action failed its condition.
 func (c *cancellation) anyCondition() bool {

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/shopstream/shopstream/shared/errcode"
-	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
 // Searcher answers full-text product searches.
