@@ -57,6 +57,32 @@ func BenchmarkBulkIndex(b *testing.B) {
 	}
 }
 
+// BenchmarkIndexDocument measures the latency of single-document writes
+// with external versions, as a stream processor sends them.
+func BenchmarkIndexDocument(b *testing.B) {
+	for _, mode := range []string{"memory", "disk"} {
+		b.Run(mode, func(b *testing.B) {
+			dir := ""
+			if mode == "disk" {
+				dir = b.TempDir()
+			}
+			h := start(b, dir, nil)
+			h.createIndex(b, "products", productsMapping)
+			begin := time.Now()
+			for i := 0; i < b.N; i++ {
+				_, err := h.client.Index(context.Background(), opensearchapi.IndexReq{
+					Index: "products", DocumentID: fmt.Sprintf("d%d", i%1000), Body: strings.NewReader(benchDoc(i)),
+					Params: opensearchapi.IndexParams{Version: new(i + 1), VersionType: "external_gte"},
+				})
+				if err != nil {
+					b.Fatalf("index: %v", err)
+				}
+			}
+			b.ReportMetric(float64(time.Since(begin).Microseconds())/1000/float64(b.N), "ms/doc")
+		})
+	}
+}
+
 // BenchmarkSearch measures search latency on 20 000 documents.
 func BenchmarkSearch(b *testing.B) {
 	const docs = 20000

@@ -290,7 +290,7 @@ func mergeObjects(dst, patch map[string]any) map[string]any {
 	return out
 }
 
-// compactJSON trims a body to the bytes kept as _source.
-func compactJSON(raw []byte) []byte {
+// trimSource trims a body to the bytes kept as _source.
+func trimSource(raw []byte) []byte {
 	return bytes.TrimSpace(raw)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -323,7 +324,7 @@ func (ix *index) drop(trash string) error {
 	if err := os.MkdirAll(trash, 0o755); err != nil {
 		return fmt.Errorf("drop index %s: %w", ix.name, err)
 	}
-	dead := fmt.Sprintf("%s/%s-%d", trash, ix.name, time.Now().UnixNano())
+	dead := filepath.Join(trash, fmt.Sprintf("%s-%d", ix.name, time.Now().UnixNano()))
 	if err := os.Rename(ix.path, dead); err != nil {
 		return fmt.Errorf("drop index %s: %w", ix.name, err)
 	}

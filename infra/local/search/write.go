@@ -275,7 +275,7 @@ func (w *writer) do(op *writeOp) (writeResult, error) {
 			return fail(mapperParsing(w.ix, "failed to parse: %v", err))
 		}
 		b := newDocBuilder(w.ix, w.m, op.id)
-		if e := b.build(src, compactJSON(op.source)); e != nil {
+		if e := b.build(src, trimSource(op.source)); e != nil {
 			return fail(e)
 		}
 		cur, err := w.lookup(op.id, false)
@@ -288,7 +288,7 @@ func (w *writer) do(op *writeOp) (writeResult, error) {
 		if e := w.conflict(op, cur); e != nil {
 			return fail(e)
 		}
-		return w.put(res, b, cur, w.nextVersion(op, cur), compactJSON(op.source)), nil
+		return w.put(res, b, cur, w.nextVersion(op, cur), trimSource(op.source)), nil
 	case actionDelete:
 		cur, err := w.lookup(op.id, false)
 		if err != nil {
