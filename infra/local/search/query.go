@@ -172,8 +172,8 @@ func (p params) rest(queryName string, ignored ...string) *apiError {
 		delete(p, k)
 	}
 	delete(p, "_name")
-	for _, k := range slices.Sorted(maps.Keys(p)) {
-		return parsingError("[%s] query does not support [%s]", queryName, k)
+	if len(p) > 0 {
+		return parsingError("[%s] query does not support [%s]", queryName, slices.Sorted(maps.Keys(p))[0])
 	}
 	return nil
 }
@@ -287,7 +287,7 @@ func minimumShouldMatch(raw json.RawMessage, n int) (int, *apiError) {
 	return max(0, min(r, n)), nil
 }
 
-// textOptions are the options shared by match and multi_match.
+// matchOptions are the options shared by match and multi_match.
 type matchOptions struct {
 	operatorAnd bool
 	fuzz        *fuzziness
@@ -465,7 +465,8 @@ func (c *compiler) matchField(field, text string, mo matchOptions) (query.Query,
 	return dq, nil
 }
 
-// fieldPattern is a multi_match field such as "name^3" or "desc*".
+// expandFields resolves multi_match fields such as "name^3" or "desc*"
+// to mapped fields and their boosts.
 func (c *compiler) expandFields(specs []string) ([]string, []float64, *apiError) {
 	var fields []string
 	var boosts []float64

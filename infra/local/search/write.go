@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -93,16 +94,16 @@ func (op *writeOp) validate() []string {
 	case op.action == actionUpdate && (op.hasVersion || external):
 		reasons = append(reasons, "can't provide version in update; use if_seq_no and if_primary_term")
 	case external && !op.hasVersion:
-		reasons = append(reasons, fmt.Sprintf("illegal version value [-3] for version type [%s]", upper(op.versionType)))
+		reasons = append(reasons, fmt.Sprintf("illegal version value [-3] for version type [%s]", strings.ToUpper(op.versionType)))
 	case external && op.version < 0:
-		reasons = append(reasons, fmt.Sprintf("illegal version value [%d] for version type [%s]", op.version, upper(op.versionType)))
+		reasons = append(reasons, fmt.Sprintf("illegal version value [%d] for version type [%s]", op.version, strings.ToUpper(op.versionType)))
 	case !external && op.hasVersion:
 		reasons = append(reasons, "internal versioning can not be used for optimistic concurrency control. Please use `if_seq_no` and `if_primary_term` instead")
 	}
 	if op.ifSeqNo != nil || op.ifPrimary != nil {
 		switch {
 		case external:
-			reasons = append(reasons, fmt.Sprintf("compare and write operations can not be used with version type [%s]", upper(op.versionType)))
+			reasons = append(reasons, fmt.Sprintf("compare and write operations can not be used with version type [%s]", strings.ToUpper(op.versionType)))
 		case op.ifSeqNo == nil || *op.ifSeqNo < 0:
 			reasons = append(reasons, "ifSeqNo is unassigned, but primary term is set")
 		case op.ifPrimary == nil || *op.ifPrimary <= 0:
@@ -110,16 +111,6 @@ func (op *writeOp) validate() []string {
 		}
 	}
 	return reasons
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 // current is what a write sees of a document before it runs.
@@ -181,6 +172,8 @@ func (ix *index) apply(ops []writeOp, defaultGC time.Duration) ([]writeResult, e
 	return results, nil
 }
 
+// lookup finds what a write sees of id: an earlier write of this batch,
+// the version cache, a live tombstone, or the stored document.
 func (w *writer) lookup(id string, withSource bool) (current, error) {
 	if p, ok := w.pending[id]; ok {
 		if p.live {
@@ -209,6 +202,7 @@ func (w *writer) lookup(id string, withSource bool) (current, error) {
 	return current{exists: true, state: doc.state, source: doc.source}, nil
 }
 
+// activeTomb returns the tombstone while gc_deletes has not passed.
 func (w *writer) activeTomb(t tombstone) *tombstone {
 	if w.gc <= 0 || w.now.UnixMilli()-t.DeletedMS >= w.gc.Milliseconds() {
 		return nil
