@@ -14,9 +14,11 @@ PKGS := ./...
 run: ddb-local
 	$(GO) run ./infra/local
 
-## test: formatting, vet, race tests against the local stack, template checks
+## test: formatting, vet, race tests against the local stack, CDK and template checks, a short fuzz run
 test: ddb-local fmt-check vet
-	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+	$(GO) test -race -count=1 -timeout 12m $$($(GO) list $(PKGS) | grep -v '/infra/cdk')
+	$(GO) test -count=1 -timeout 10m ./infra/cdk/...
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime 10s ./functions/api/httpapi
 
 vet:
 	$(GO) vet $(PKGS)
