@@ -43,7 +43,7 @@ func run() error {
 		StackProps: awscdk.StackProps{Env: environment()},
 		Config:     cfg,
 		DistDir:    dist,
-		Routes:     declaredRoutes(),
+		Routes:     stack.DeclaredRoutes(),
 		AlarmEmail: contextString(app, "alarmEmail", ""),
 	})
 	if err != nil {

@@ -9,17 +9,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/routes"
 )
 
-// Access is who may call a route.
-type Access int
+// Access is who may call a route (declared in shared/routes).
+type Access = routes.Access
 
 // Access levels.
 const (
-	Public Access = iota // anyone, no token
-	User                 // any signed-in user
-	Owner                // the user named by {userId}, or an admin
-	Admin                // admins only
+	Public = routes.Public
+	User   = routes.User
+	Owner  = routes.Owner
+	Admin  = routes.Admin
 )
 
 // Identity is the caller as the JWT authorizer verified it.

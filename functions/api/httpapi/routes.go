@@ -4,50 +4,67 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+
+	"github.com/shopstream/shopstream/shared/routes"
 )
 
-// Route is one declared route: its ServeMux pattern and who may call it.
+// Route is one declared route with the handler that serves it.
 type Route struct {
 	Pattern string
 	Access  Access
 	serve   func(http.ResponseWriter, *http.Request) error
 }
 
-// Routes lists every route of the API with its access, for the API Gateway
-// emulation (which answers undeclared routes and missing tokens itself), the
-// CDK app and the OpenAPI check.
+// Routes lists every route of the API with its access (from shared/routes).
 func Routes() []Route { return (&Handler{}).routes() }
 
+// routes pairs every route of shared/routes with its handler; a declared route
+// without a handler, or a handler for an undeclared route, is a programming
+// error caught by the first test that builds a Handler.
 func (h *Handler) routes() []Route {
-	return []Route{
-		{"GET /healthz", Public, h.health},
+	serve := map[string]func(http.ResponseWriter, *http.Request) error{
+		"GET /healthz": h.health,
 
-		{"POST /users", User, h.createUser},
-		{"GET /users/{userId}", Owner, h.getUser},
-		{"PATCH /users/{userId}", Owner, h.patchUser},
+		"POST /users":           h.createUser,
+		"GET /users/{userId}":   h.getUser,
+		"PATCH /users/{userId}": h.patchUser,
 
-		{"POST /products", Admin, h.createProduct},
-		{"GET /products", Public, h.listProducts},
-		{"GET /products/{productId}", Public, h.getProduct},
-		{"PATCH /products/{productId}", Admin, h.patchProduct},
-		{"DELETE /products/{productId}", Admin, h.deleteProduct},
-		{"GET /search", Public, h.search},
+		"POST /products":               h.createProduct,
+		"GET /products":                h.listProducts,
+		"GET /products/{productId}":    h.getProduct,
+		"PATCH /products/{productId}":  h.patchProduct,
+		"DELETE /products/{productId}": h.deleteProduct,
+		"GET /search":                  h.search,
 
-		{"PUT /products/{productId}/reviews/{userId}", Owner, h.putReview},
-		{"GET /products/{productId}/reviews", Public, h.listProductReviews},
-		{"DELETE /products/{productId}/reviews/{userId}", Owner, h.deleteReview},
-		{"GET /users/{userId}/reviews", Owner, h.listUserReviews},
+		"PUT /products/{productId}/reviews/{userId}":    h.putReview,
+		"GET /products/{productId}/reviews":             h.listProductReviews,
+		"DELETE /products/{productId}/reviews/{userId}": h.deleteReview,
+		"GET /users/{userId}/reviews":                   h.listUserReviews,
 
-		{"PUT /users/{userId}/cart/{productId}", Owner, h.putCartLine},
-		{"GET /users/{userId}/cart", Owner, h.getCart},
+		"PUT /users/{userId}/cart/{productId}": h.putCartLine,
+		"GET /users/{userId}/cart":             h.getCart,
 
-		{"POST /users/{userId}/orders", Owner, h.placeOrder},
-		{"GET /users/{userId}/orders", Owner, h.listUserOrders},
-		{"GET /users/{userId}/orders/{orderId}", Owner, h.getOrder},
-		{"POST /users/{userId}/orders/{orderId}/cancel", Owner, h.cancelOrder},
-		{"PATCH /users/{userId}/orders/{orderId}", Admin, h.moveOrder},
-		{"GET /orders", Admin, h.listOpenOrders},
+		"POST /users/{userId}/orders":                  h.placeOrder,
+		"GET /users/{userId}/orders":                   h.listUserOrders,
+		"GET /users/{userId}/orders/{orderId}":         h.getOrder,
+		"POST /users/{userId}/orders/{orderId}/cancel": h.cancelOrder,
+		"PATCH /users/{userId}/orders/{orderId}":       h.moveOrder,
+		"GET /orders":                                  h.listOpenOrders,
 	}
+	declared := routes.All()
+	out := make([]Route, 0, len(declared))
+	for _, rt := range declared {
+		fn, ok := serve[rt.Pattern()]
+		if !ok {
+			panic("httpapi: no handler for declared route " + rt.Pattern())
+		}
+		delete(serve, rt.Pattern())
+		out = append(out, Route{Pattern: rt.Pattern(), Access: rt.Access, serve: fn})
+	}
+	for p := range serve {
+		panic("httpapi: handler for undeclared route " + p)
+	}
+	return out
 }
 
 // guard authorizes the caller, serves the route and answers its error; a

@@ -69,7 +69,7 @@ func run(m *testing.M) (int, error) {
 			return 0, err
 		}
 		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dist, "cdk.out-"+name))})
-		s, err := stack.New(app, cfg.Name, stack.Props{Config: cfg, DistDir: dist, Routes: testRoutes()})
+		s, err := stack.New(app, cfg.Name, stack.Props{Config: cfg, DistDir: dist, Routes: stack.DeclaredRoutes()})
 		if err != nil {
 			return 0, err
 		}
@@ -86,37 +86,6 @@ func run(m *testing.M) (int, error) {
 		stages[name] = &synthesized{stack: s, template: tpl, json: doc, nag: assertions.Annotations_FromStack(s.Stack)}
 	}
 	return m.Run(), nil
-}
-
-// testRoutes stands in for shared/routes, which is being written: the routes
-// of CONTRACT §2 with their public flag. Replace with shared/routes when it lands.
-func testRoutes() []stack.Route {
-	protected := func(method, path string) stack.Route { return stack.Route{Method: method, Path: path} }
-	public := func(method, path string) stack.Route { return stack.Route{Method: method, Path: path, Public: true} }
-	return []stack.Route{
-		public("GET", "/healthz"),
-		protected("POST", "/users"),
-		protected("GET", "/users/{userId}"),
-		protected("PATCH", "/users/{userId}"),
-		protected("POST", "/products"),
-		public("GET", "/products"),
-		public("GET", "/products/{productId}"),
-		protected("PATCH", "/products/{productId}"),
-		protected("DELETE", "/products/{productId}"),
-		public("GET", "/search"),
-		protected("PUT", "/products/{productId}/reviews/{userId}"),
-		public("GET", "/products/{productId}/reviews"),
-		protected("DELETE", "/products/{productId}/reviews/{userId}"),
-		protected("GET", "/users/{userId}/reviews"),
-		protected("PUT", "/users/{userId}/cart/{productId}"),
-		protected("GET", "/users/{userId}/cart"),
-		protected("POST", "/users/{userId}/orders"),
-		protected("GET", "/users/{userId}/orders"),
-		protected("GET", "/users/{userId}/orders/{orderId}"),
-		protected("POST", "/users/{userId}/orders/{orderId}/cancel"),
-		protected("PATCH", "/users/{userId}/orders/{orderId}"),
-		protected("GET", "/orders"),
-	}
 }
 
 // resources returns the template's resources of a type by logical id.
@@ -640,7 +609,7 @@ func TestHTTPAPI(t *testing.T) {
 			for _, r := range s.resources("AWS::ApiGatewayV2::Route") {
 				routes[props(r)["RouteKey"].(string)] = props(r)
 			}
-			declared := testRoutes()
+			declared := stack.DeclaredRoutes()
 			if got, want := len(routes), len(declared); got != want {
 				t.Errorf("got %d routes, want %d", got, want)
 			}
