@@ -12,16 +12,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/infra/local/lambdart"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -50,67 +45,40 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "./functions/"+*fn)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build %s: %w", *fn, err)
-	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout+2*time.Minute)
+	defer cancel()
+	bin, err := lambdart.Build(ctx, ".", *fn, dir)
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	var response []byte
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "invoke-1")
-		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(*timeout).UnixMilli(), 10))
-		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:shopstream-local-"+*fn)
-		w.Write(event)
-	})
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", func(w http.ResponseWriter, r *http.Request) {
-		response, _ = io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		done <- nil
-	})
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		done <- fmt.Errorf("function error: %s", body)
-	})
-	mux.HandleFunc("POST /2018-06-01/runtime/init/error", func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		done <- fmt.Errorf("init error: %s", body)
-	})
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+ln.Addr().String(), "AWS_LAMBDA_FUNCTION_NAME=shopstream-local-"+*fn)
-	cmd.Env = append(cmd.Env, localEnv(access)...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
+	rt, err := lambdart.Start("shopstream-local-"+*fn, *timeout)
+	if err != nil {
 		return err
 	}
-	defer cmd.Process.Kill()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return err
-		}
-		fmt.Println(string(response))
-		return nil
-	case err := <-exited:
-		return fmt.Errorf("%s exited before answering: %v", *fn, err)
-	case <-time.After(*timeout):
-		return fmt.Errorf("%s: no answer in %v", *fn, *timeout)
+	defer rt.Close()
+	p, err := rt.Run(bin, localEnv(access), os.Stderr)
+	if err != nil {
+		return err
 	}
+	defer p.Stop()
+	invokeCtx, stop := context.WithTimeout(ctx, *timeout)
+	defer stop()
+	go func() {
+		select {
+		case <-p.Exited():
+			stop()
+		case <-invokeCtx.Done():
+		}
+	}()
+	res, err := rt.Invoke(invokeCtx, event)
+	if err != nil {
+		return fmt.Errorf("%s: %w (did it exit early? see its output above)", *fn, err)
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	fmt.Println(string(res.Response))
+	return nil
 }
 
 // localEnv is the function's environment against `make run` (TABLE_PREFIX and
