@@ -1,0 +1,107 @@
+// Package ddbstream turns the DynamoDB stream records Lambda delivers
+// (aws-lambda-go's events types) into aws-sdk-go-v2 attribute values and
+// domain structs, and says which records are TTL removals.
+package ddbstream
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Value converts one stream attribute value to the SDK's type.
+func Value(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}, nil
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}, nil
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+	case events.DataTypeNull:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
+	case events.DataTypeList:
+		list := v.List()
+		out := make([]types.AttributeValue, len(list))
+		for i, e := range list {
+			av, err := Value(e)
+			if err != nil {
+				return nil, fmt.Errorf("list element %d: %w", i, err)
+			}
+			out[i] = av
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case events.DataTypeMap:
+		m, err := Image(v.Map())
+		if err != nil {
+			return nil, err
+		}
+		return &types.AttributeValueMemberM{Value: m}, nil
+	default:
+		return nil, fmt.Errorf("unsupported attribute data type %v", v.DataType())
+	}
+}
+
+// Image converts a stream image (Keys, NewImage or OldImage) to an SDK item.
+func Image(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+	out := make(map[string]types.AttributeValue, len(img))
+	for k, v := range img {
+		av, err := Value(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", k, err)
+		}
+		out[k] = av
+	}
+	return out, nil
+}
+
+// Decode unmarshals a stream image into out (a pointer to a struct with
+// dynamodbav tags, or to a map).
+func Decode(img map[string]events.DynamoDBAttributeValue, out any) error {
+	item, err := Image(img)
+	if err != nil {
+		return err
+	}
+	if err := attributevalue.UnmarshalMap(item, out); err != nil {
+		return fmt.Errorf("decode image: %w", err)
+	}
+	return nil
+}
+
+// IsTTLRemoval reports whether DynamoDB's TTL removed the item: a REMOVE made
+// by the service principal. "Service" is case-sensitive.
+func IsTTLRemoval(r events.DynamoDBEventRecord) bool {
+	return r.EventName == string(events.DynamoDBOperationTypeRemove) &&
+		r.UserIdentity != nil &&
+		r.UserIdentity.Type == "Service" &&
+		r.UserIdentity.PrincipalID == "dynamodb.amazonaws.com"
+}
+
+// TableName reads the table's name out of a record's eventSourceARN
+// ("arn:aws:dynamodb:region:account:table/NAME/stream/LABEL").
+func TableName(r events.DynamoDBEventRecord) string {
+	arn := r.EventSourceArn
+	const marker = ":table/"
+	for i := 0; i+len(marker) <= len(arn); i++ {
+		if arn[i:i+len(marker)] == marker {
+			rest := arn[i+len(marker):]
+			for j := 0; j < len(rest); j++ {
+				if rest[j] == '/' {
+					return rest[:j]
+				}
+			}
+			return rest
+		}
+	}
+	return ""
+}
