@@ -1,0 +1,264 @@
+// Package apigw emulates API Gateway's HTTP API (payload format 2.0) in front
+// of an in-process handler: it answers undeclared routes and missing or invalid
+// tokens itself, as the gateway and its JWT authorizer do, and hands everything
+// else to the handler as a real events.APIGatewayV2HTTPRequest.
+package apigw
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shopstream/shopstream/shared/routes"
+)
+
+// Invoker is the function behind the API.
+type Invoker interface {
+	Handle(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+}
+
+// Config configures the gateway.
+type Config struct {
+	Handler Invoker
+	// Secret verifies HS256 bearer tokens.
+	Secret []byte
+	Routes []routes.Route
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// maxBody is API Gateway's payload limit.
+const maxBody = 10 << 20
+
+type gateway struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// New returns the gateway as an http.Handler.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &gateway{cfg: cfg, mux: http.NewServeMux()}
+	for _, rt := range cfg.Routes {
+		g.mux.Handle(rt.Pattern(), g.route(rt))
+	}
+	return g
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := g.mux.Handler(r); pattern == "" {
+		gatewayError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	g.mux.ServeHTTP(w, r)
+}
+
+func gatewayError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Apigw-Requestid", requestID())
+	w.WriteHeader(status)
+	io.WriteString(w, `{"message":"`+msg+`"}`)
+}
+
+func requestID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return base64.RawStdEncoding.EncodeToString(b) + "="
+}
+
+func (g *gateway) route(rt routes.Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The mux also routes a GET pattern for HEAD; API Gateway does not.
+		if r.Method != rt.Method {
+			gatewayError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		claims, ok := g.claims(r)
+		if rt.NeedsToken() && !ok {
+			gatewayError(w, http.StatusUnauthorized, "Unauthorized")
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil {
+			gatewayError(w, http.StatusBadRequest, "Bad Request")
+			return
+		}
+		if len(body) > maxBody {
+			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+			return
+		}
+		ev := g.event(r, rt, body, claims)
+		resp, err := g.cfg.Handler.Handle(r.Context(), ev)
+		if err != nil {
+			g.cfg.Logger.ErrorContext(r.Context(), "handler failed", "requestId", ev.RequestContext.RequestID, "err", err.Error())
+			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+			return
+		}
+		writeResponse(w, resp)
+	})
+}
+
+// claims returns the verified token's claims, if the request carries one.
+func (g *gateway) claims(r *http.Request) (map[string]string, bool) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		return nil, false
+	}
+	c, err := verify(g.cfg.Secret, strings.TrimSpace(tok), g.cfg.Now())
+	if err != nil {
+		return nil, false
+	}
+	return c, true
+}
+
+func (g *gateway) event(r *http.Request, rt routes.Route, body []byte, claims map[string]string) events.APIGatewayV2HTTPRequest {
+	now := g.cfg.Now()
+	headers := map[string]string{}
+	var cookies []string
+	for k, vs := range r.Header {
+		if strings.EqualFold(k, "Cookie") {
+			for _, v := range vs {
+				for _, c := range strings.Split(v, ";") {
+					if c = strings.TrimSpace(c); c != "" {
+						cookies = append(cookies, c)
+					}
+				}
+			}
+			continue
+		}
+		headers[strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	headers["host"] = r.Host
+	if r.ContentLength > 0 || len(body) > 0 {
+		headers["content-length"] = strconv.Itoa(len(body))
+	}
+	var query map[string]string
+	if q := r.URL.Query(); len(q) > 0 {
+		query = map[string]string{}
+		for k, vs := range q {
+			query[k] = strings.Join(vs, ",")
+		}
+	}
+	var params map[string]string
+	for _, seg := range strings.Split(rt.Path, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			if params == nil {
+				params = map[string]string{}
+			}
+			name := seg[1 : len(seg)-1]
+			params[name] = r.PathValue(name)
+		}
+	}
+	ev := events.APIGatewayV2HTTPRequest{
+		Version:               "2.0",
+		RouteKey:              rt.Pattern(),
+		RawPath:               r.URL.EscapedPath(),
+		RawQueryString:        r.URL.RawQuery,
+		Cookies:               cookies,
+		Headers:               headers,
+		QueryStringParameters: query,
+		PathParameters:        params,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey:     rt.Pattern(),
+			AccountID:    "000000000000",
+			Stage:        "$default",
+			RequestID:    requestID(),
+			APIID:        "local",
+			DomainName:   r.Host,
+			DomainPrefix: "local",
+			Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+			TimeEpoch:    now.UnixMilli(),
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
+				Method:    r.Method,
+				Path:      r.URL.Path,
+				Protocol:  r.Proto,
+				SourceIP:  sourceIP(r),
+				UserAgent: r.UserAgent(),
+			},
+		},
+	}
+	if claims != nil {
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: claims, Scopes: nil},
+		}
+	}
+	if len(body) > 0 {
+		if isText(r.Header.Get("Content-Type")) {
+			ev.Body = string(body)
+		} else {
+			ev.Body = base64.StdEncoding.EncodeToString(body)
+			ev.IsBase64Encoded = true
+		}
+	}
+	return ev
+}
+
+func sourceIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// isText mirrors API Gateway: text and JSON-like bodies pass as they are,
+// everything else base64-encoded.
+func isText(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(mt, "text/") || strings.HasSuffix(mt, "json") || strings.HasSuffix(mt, "+xml") ||
+		mt == "application/xml" || mt == "application/javascript" || mt == "application/x-www-form-urlencoded"
+}
+
+func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
+	h := w.Header()
+	for k, v := range resp.Headers {
+		h.Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	for _, c := range resp.Cookies {
+		h.Add("Set-Cookie", c)
+	}
+	if h.Get("Content-Type") == "" && resp.Body != "" {
+		h.Set("Content-Type", "application/json")
+	}
+	body := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if b, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
+			body = b
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	status := resp.StatusCode
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+

@@ -1,0 +1,151 @@
+package apigw
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shopstream/shopstream/shared/routes"
+)
+
+type recorder struct {
+	got  events.APIGatewayV2HTTPRequest
+	resp events.APIGatewayV2HTTPResponse
+}
+
+func (r *recorder) Handle(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	r.got = ev
+	return r.resp, nil
+}
+
+var secret = []byte("test-secret")
+
+func serve(t *testing.T, rec *recorder) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(New(Config{Handler: rec, Secret: secret, Routes: routes.All()}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func forge(claims string) string {
+	h := b64.EncodeToString([]byte(`{"alg":"none"}`))
+	return h + "." + b64.EncodeToString([]byte(claims)) + "."
+}
+
+func TestGatewayAnswersItself(t *testing.T) {
+	rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{}`}}
+	srv := serve(t, rec)
+	valid, _ := Token(secret, "u1", false, time.Hour)
+	expired, _ := Token(secret, "u1", false, -time.Minute)
+	other, _ := Token([]byte("another-secret"), "u1", false, time.Hour)
+	tests := []struct {
+		name, method, path, token string
+		want                      int
+		body                      string
+	}{
+		{"undeclared path", "GET", "/nope", "", 404, `{"message":"Not Found"}`},
+		{"undeclared method", "DELETE", "/healthz", "", 404, `{"message":"Not Found"}`},
+		{"public without token", "GET", "/products/p1", "", 200, `{}`},
+		{"protected without token", "GET", "/users/u1", "", 401, `{"message":"Unauthorized"}`},
+		{"expired token", "GET", "/users/u1", expired, 401, `{"message":"Unauthorized"}`},
+		{"other secret", "GET", "/users/u1", other, 401, `{"message":"Unauthorized"}`},
+		{"alg none", "GET", "/users/u1", forge(`{"sub":"u1","exp":9999999999}`), 401, `{"message":"Unauthorized"}`},
+		{"garbage", "GET", "/users/u1", "a.b", 401, `{"message":"Unauthorized"}`},
+		{"valid token", "GET", "/users/u1", valid, 200, `{}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			if tt.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.token)
+			}
+			code, body := do(t, req)
+			if code != tt.want || body != tt.body {
+				t.Errorf("got %d %s, want %d %s", code, body, tt.want, tt.body)
+			}
+		})
+	}
+}
+
+func TestEventCarriesTheRequest(t *testing.T) {
+	rec := &recorder{resp: events.APIGatewayV2HTTPResponse{
+		StatusCode: 201, Headers: map[string]string{"Content-Type": "application/problem+json"},
+		Cookies: []string{"a=1"}, Body: base64.StdEncoding.EncodeToString([]byte("raw")), IsBase64Encoded: true,
+	}}
+	srv := serve(t, rec)
+	tok, _ := Token(secret, "admin-1", true, time.Hour)
+	req, _ := http.NewRequest("PUT", srv.URL+"/users/u9/cart/p7?x=1&x=2&y=z", strings.NewReader("\x00\x01"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Cookie", "s=1; t=2")
+	req.Header.Add("X-Multi", "a")
+	req.Header.Add("X-Multi", "b")
+	code, body := do(t, req)
+	if code != 201 || body != "raw" {
+		t.Errorf("response: got %d %q, want 201 %q", code, body, "raw")
+	}
+	ev := rec.got
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"version", ev.Version, "2.0"},
+		{"routeKey", ev.RouteKey, "PUT /users/{userId}/cart/{productId}"},
+		{"rawPath", ev.RawPath, "/users/u9/cart/p7"},
+		{"rawQueryString", ev.RawQueryString, "x=1&x=2&y=z"},
+		{"query x", ev.QueryStringParameters["x"], "1,2"},
+		{"path userId", ev.PathParameters["userId"], "u9"},
+		{"path productId", ev.PathParameters["productId"], "p7"},
+		{"cookies", strings.Join(ev.Cookies, "|"), "s=1|t=2"},
+		{"cookie header removed", ev.Headers["cookie"], ""},
+		{"multi header", ev.Headers["x-multi"], "a,b"},
+		{"base64 body", ev.Body, base64.StdEncoding.EncodeToString([]byte("\x00\x01"))},
+		{"isBase64Encoded", ev.IsBase64Encoded, true},
+		{"sub", ev.RequestContext.Authorizer.JWT.Claims["sub"], "admin-1"},
+		{"groups", ev.RequestContext.Authorizer.JWT.Claims["cognito:groups"], "[admin]"},
+		{"stage", ev.RequestContext.Stage, "$default"},
+		{"method", ev.RequestContext.HTTP.Method, "PUT"},
+		{"sourceIp", ev.RequestContext.HTTP.SourceIP, "127.0.0.1"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if ev.RequestContext.RequestID == "" {
+		t.Errorf("requestId: got empty, want one")
+	}
+}
+
+func TestHandlerErrorIsA500(t *testing.T) {
+	srv := httptest.NewServer(New(Config{Handler: failing{}, Secret: secret, Routes: routes.All()}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/healthz", nil)
+	if code, body := do(t, req); code != 500 || body != `{"message":"Internal Server Error"}` {
+		t.Errorf("got %d %s, want 500", code, body)
+	}
+}
+
+type failing struct{}
+
+func (failing) Handle(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return events.APIGatewayV2HTTPResponse{}, io.ErrUnexpectedEOF
+}

@@ -1,0 +1,99 @@
+package apigw
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var b64 = base64.RawURLEncoding
+
+// Token mints a dev JWT (HS256) that the emulation accepts: sub, the admin
+// group in cognito:groups when admin, iat and exp.
+func Token(secret []byte, sub string, admin bool, ttl time.Duration) (string, error) {
+	if sub == "" {
+		return "", errors.New("token: sub is required")
+	}
+	now := time.Now()
+	claims := map[string]any{"sub": sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "token_use": "access"}
+	if admin {
+		claims["cognito:groups"] = []string{"admin"}
+	}
+	head, _ := json.Marshal(map[string]string{"alg": "HS256", "typ": "JWT"})
+	body, err := json.Marshal(claims)
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	signing := b64.EncodeToString(head) + "." + b64.EncodeToString(body)
+	return signing + "." + b64.EncodeToString(sign(secret, signing)), nil
+}
+
+func sign(secret []byte, s string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(s))
+	return m.Sum(nil)
+}
+
+// verify checks an HS256 JWT and returns its claims as API Gateway's JWT
+// authorizer passes them: every value a string, arrays as "[a b]".
+func verify(secret []byte, tok string, now time.Time) (map[string]string, error) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, errors.New("malformed token")
+	}
+	var head struct{ Alg string }
+	raw, err := b64.DecodeString(parts[0])
+	if err != nil || json.Unmarshal(raw, &head) != nil || head.Alg != "HS256" {
+		return nil, errors.New("unsupported token header")
+	}
+	sig, err := b64.DecodeString(parts[2])
+	if err != nil || !hmac.Equal(sig, sign(secret, parts[0]+"."+parts[1])) {
+		return nil, errors.New("bad signature")
+	}
+	raw, err = b64.DecodeString(parts[1])
+	if err != nil {
+		return nil, errors.New("malformed claims")
+	}
+	var claims map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&claims); err != nil {
+		return nil, errors.New("malformed claims")
+	}
+	exp, ok := claims["exp"].(json.Number)
+	if !ok {
+		return nil, errors.New("no expiry")
+	}
+	if n, err := exp.Int64(); err != nil || now.Unix() >= n {
+		return nil, errors.New("expired")
+	}
+	if nbf, ok := claims["nbf"].(json.Number); ok {
+		if n, err := nbf.Int64(); err != nil || now.Unix() < n {
+			return nil, errors.New("not yet valid")
+		}
+	}
+	out := make(map[string]string, len(claims))
+	for k, v := range claims {
+		switch x := v.(type) {
+		case string:
+			out[k] = x
+		case json.Number:
+			out[k] = x.String()
+		case []any:
+			items := make([]string, len(x))
+			for i, e := range x {
+				items[i] = fmt.Sprint(e)
+			}
+			out[k] = "[" + strings.Join(items, " ") + "]"
+		default:
+			b, _ := json.Marshal(x)
+			out[k] = string(b)
+		}
+	}
+	return out, nil
+}
