@@ -261,4 +261,3 @@ func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) 
 	w.WriteHeader(status)
 	w.Write(body)
 }
-
