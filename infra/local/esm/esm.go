@@ -1,0 +1,534 @@
+// Package esm emulates Lambda's DynamoDB event-source mappings on the local
+// stack: it polls each mapped table's stream with the DynamoDB Streams API,
+// filters records with Lambda's filter-pattern rules, batches them by size and
+// window, invokes the function in-process with a real events.DynamoDBEvent,
+// honours partial batch responses, retries, bisects failing batches, ages
+// records out, and sends what it gives up on to an on-failure destination.
+package esm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// Invoker is a stream function.
+type Invoker interface {
+	Handle(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+}
+
+// Config configures the poller.
+type Config struct {
+	DynamoDB    *dynamodb.Client
+	Streams     *dynamodbstreams.Client
+	TablePrefix string
+	Mappings    []wiring.Mapping
+	// Functions maps a function name (wiring.Counters, …) to its handler.
+	Functions map[string]Invoker
+	// PollInterval is how often each stream is polled (default 250ms). Batching
+	// windows are capped at four intervals so that local runs stay quick.
+	PollInterval time.Duration
+	// DataDir keeps checkpoints and failure records; "" keeps them in memory.
+	DataDir string
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Failure is what the on-failure destination receives: where the batch was,
+// not its records, as on AWS.
+type Failure struct {
+	Mapping             string    `json:"mapping"`
+	Destination         string    `json:"destination"`
+	StreamArn           string    `json:"streamArn"`
+	ShardID             string    `json:"shardId"`
+	StartSequenceNumber string    `json:"startSequenceNumber"`
+	EndSequenceNumber   string    `json:"endSequenceNumber"`
+	BatchSize           int       `json:"batchSize"`
+	Reason              string    `json:"reason"`
+	Time                time.Time `json:"time"`
+}
+
+// Poller runs every mapping.
+type Poller struct {
+	cfg    Config
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	failures    map[string][]Failure
+	checkpoints map[string]string // mapping/shard -> last sequence number handled
+	idleAt      map[string]time.Time
+}
+
+// Start validates the wiring and starts polling.
+func Start(ctx context.Context, cfg Config) (*Poller, error) {
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := wiring.Validate(cfg.Mappings); err != nil {
+		return nil, err
+	}
+	p := &Poller{cfg: cfg, failures: map[string][]Failure{}, checkpoints: map[string]string{}, idleAt: map[string]time.Time{}}
+	if err := p.loadCheckpoints(); err != nil {
+		return nil, err
+	}
+	var runners []*runner
+	for _, m := range cfg.Mappings {
+		fn, ok := cfg.Functions[m.Function]
+		if !ok {
+			return nil, fmt.Errorf("mapping %s: no function %q", m.Name, m.Function)
+		}
+		r := &runner{p: p, m: m, fn: fn, shards: map[string]*shard{}}
+		for _, f := range m.Filters {
+			pat, err := parsePattern(f)
+			if err != nil {
+				return nil, fmt.Errorf("mapping %s: %w", m.Name, err)
+			}
+			r.filters = append(r.filters, pat)
+		}
+		runners = append(runners, r)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.cancel = cancel
+	for _, r := range runners {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			r.loop(runCtx)
+		}()
+	}
+	return p, nil
+}
+
+// Close stops polling and waits for batches in flight.
+func (p *Poller) Close() error {
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+// Failures returns what the mapping's on-failure destination received.
+func (p *Poller) Failures(mapping string) []Failure {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Failure(nil), p.failures[mapping]...)
+}
+
+// Idle returns once every mapping has, after the call, found its stream read
+// to the end with nothing buffered or in flight.
+func (p *Poller) Idle(ctx context.Context) error {
+	since := time.Now()
+	for {
+		p.mu.Lock()
+		done := true
+		for _, m := range p.cfg.Mappings {
+			if !p.idleAt[m.Name].After(since) {
+				done = false
+			}
+		}
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for stream processing: %w", ctx.Err())
+		case <-time.After(p.cfg.PollInterval / 2):
+		}
+	}
+}
+
+func (p *Poller) setIdle(mapping string) {
+	p.mu.Lock()
+	p.idleAt[mapping] = time.Now()
+	p.mu.Unlock()
+}
+
+func (p *Poller) fail(f Failure) {
+	p.mu.Lock()
+	p.failures[f.Mapping] = append(p.failures[f.Mapping], f)
+	p.mu.Unlock()
+	p.cfg.Logger.Warn("on-failure destination", "mapping", f.Mapping, "destination", f.Destination, "shardId", f.ShardID,
+		"start", f.StartSequenceNumber, "end", f.EndSequenceNumber, "count", f.BatchSize, "reason", f.Reason)
+	if p.cfg.DataDir == "" {
+		return
+	}
+	dir := filepath.Join(p.cfg.DataDir, "failures")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		p.cfg.Logger.Error("write failure record", "err", err.Error())
+		return
+	}
+	fh, err := os.OpenFile(filepath.Join(dir, f.Destination+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.cfg.Logger.Error("write failure record", "err", err.Error())
+		return
+	}
+	defer fh.Close()
+	json.NewEncoder(fh).Encode(f)
+}
+
+func (p *Poller) checkpointPath() string { return filepath.Join(p.cfg.DataDir, "esm", "checkpoints.json") }
+
+func (p *Poller) loadCheckpoints() error {
+	if p.cfg.DataDir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(p.checkpointPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read checkpoints: %w", err)
+	}
+	if err := json.Unmarshal(b, &p.checkpoints); err != nil {
+		return fmt.Errorf("decode checkpoints: %w", err)
+	}
+	return nil
+}
+
+func (p *Poller) checkpoint(key string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checkpoints[key]
+}
+
+func (p *Poller) setCheckpoint(key, seq string) error {
+	p.mu.Lock()
+	p.checkpoints[key] = seq
+	var b []byte
+	if p.cfg.DataDir != "" {
+		b, _ = json.Marshal(p.checkpoints)
+	}
+	p.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p.checkpointPath()), 0o755); err != nil {
+		return fmt.Errorf("write checkpoints: %w", err)
+	}
+	tmp := p.checkpointPath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write checkpoints: %w", err)
+	}
+	return os.Rename(tmp, p.checkpointPath())
+}
+
+// runner polls one mapping.
+type runner struct {
+	p       *Poller
+	m       wiring.Mapping
+	fn      Invoker
+	filters []pattern
+	shards  map[string]*shard
+	arn     string
+}
+
+type shard struct {
+	id       string
+	iterator *string
+	closed   bool
+	buffer   []pending
+	since    time.Time // when the oldest buffered record was read
+}
+
+type pending struct {
+	rec events.DynamoDBEventRecord
+	seq string
+}
+
+func (r *runner) loop(ctx context.Context) {
+	t := time.NewTicker(r.p.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		if err := r.poll(ctx); err != nil && ctx.Err() == nil {
+			r.p.cfg.Logger.Warn("poll stream", "mapping", r.m.Name, "err", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *runner) window() time.Duration {
+	w := r.m.BatchingWindow
+	if max := 4 * r.p.cfg.PollInterval; w > max {
+		w = max
+	}
+	return w
+}
+
+// poll reads every shard once and delivers what is due; it marks the mapping
+// idle when nothing was read and nothing waits.
+func (r *runner) poll(ctx context.Context) error {
+	table := tables.Physical(r.p.cfg.TablePrefix, r.m.Table)
+	desc, err := r.p.cfg.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", table, err)
+	}
+	arn := aws.ToString(desc.Table.LatestStreamArn)
+	if arn == "" {
+		return fmt.Errorf("table %s has no stream", table)
+	}
+	if arn != r.arn {
+		r.arn, r.shards = arn, map[string]*shard{}
+	}
+	var list []streamtypes.Shard
+	var start *string
+	for {
+		out, err := r.p.cfg.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), ExclusiveStartShardId: start})
+		if err != nil {
+			return fmt.Errorf("describe stream %s: %w", arn, err)
+		}
+		list = append(list, out.StreamDescription.Shards...)
+		if out.StreamDescription.LastEvaluatedShardId == nil {
+			break
+		}
+		start = out.StreamDescription.LastEvaluatedShardId
+	}
+	quiet := true
+	for _, sh := range list {
+		id := aws.ToString(sh.ShardId)
+		if parent := aws.ToString(sh.ParentShardId); parent != "" {
+			if ps, ok := r.shards[parent]; ok && (!ps.closed || len(ps.buffer) > 0) {
+				continue // a child waits until its parent is drained
+			}
+		}
+		s := r.shards[id]
+		if s == nil {
+			s = &shard{id: id}
+			r.shards[id] = s
+		}
+		read, err := r.read(ctx, s)
+		if err != nil {
+			return err
+		}
+		if read > 0 || len(s.buffer) > 0 {
+			quiet = false
+		}
+		for len(s.buffer) > 0 && (len(s.buffer) >= r.m.BatchSize || time.Since(s.since) >= r.window() || s.closed) {
+			n := min(len(s.buffer), r.m.BatchSize)
+			batch := s.buffer[:n]
+			r.deliver(ctx, s, batch)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err := r.p.setCheckpoint(r.m.Name+"/"+s.id, batch[n-1].seq); err != nil {
+				return err
+			}
+			s.buffer = s.buffer[n:]
+			s.since = time.Now()
+		}
+	}
+	if quiet {
+		r.p.setIdle(r.m.Name)
+	}
+	return nil
+}
+
+// read fetches new records of one shard into its buffer, filtered; it returns
+// how many records the stream gave.
+func (r *runner) read(ctx context.Context, s *shard) (int, error) {
+	if s.closed {
+		return 0, nil
+	}
+	key := r.m.Name + "/" + s.id
+	if s.iterator == nil {
+		in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(r.arn), ShardId: aws.String(s.id),
+			ShardIteratorType: streamtypes.ShardIteratorType(r.m.StartingPosition)}
+		if last := r.p.checkpoint(key); last != "" {
+			in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(last)
+		}
+		out, err := r.p.cfg.Streams.GetShardIterator(ctx, in)
+		if err != nil {
+			return 0, fmt.Errorf("shard iterator %s: %w", s.id, err)
+		}
+		s.iterator = out.ShardIterator
+	}
+	total := 0
+	for len(s.buffer) < r.m.BatchSize {
+		out, err := r.p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: s.iterator, Limit: aws.Int32(1000)})
+		var expired *streamtypes.ExpiredIteratorException
+		if errors.As(err, &expired) {
+			s.iterator = nil
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("get records %s: %w", s.id, err)
+		}
+		total += len(out.Records)
+		for _, rec := range out.Records {
+			ev := toEvent(rec, r.arn)
+			if !r.passes(ev) {
+				// Filtered out: never delivered, but the position moves past it.
+				if len(s.buffer) == 0 {
+					if err := r.p.setCheckpoint(key, ev.Change.SequenceNumber); err != nil {
+						return total, err
+					}
+				}
+				continue
+			}
+			if len(s.buffer) == 0 {
+				s.since = time.Now()
+			}
+			s.buffer = append(s.buffer, pending{rec: ev, seq: ev.Change.SequenceNumber})
+		}
+		s.iterator = out.NextShardIterator
+		if s.iterator == nil {
+			s.closed = true
+			break
+		}
+		if len(out.Records) == 0 {
+			break
+		}
+	}
+	return total, nil
+}
+
+func (r *runner) passes(ev events.DynamoDBEventRecord) bool {
+	if len(r.filters) == 0 {
+		return true
+	}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return false
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return false
+	}
+	for _, f := range r.filters {
+		if f.match(doc) {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver hands a batch to the function until every record has succeeded or
+// gone to the on-failure destination.
+func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) {
+	queue := [][]pending{batch}
+	attempts := 0
+	for len(queue) > 0 && ctx.Err() == nil {
+		b := r.ageOut(s, queue[0])
+		if len(b) == 0 {
+			queue, attempts = queue[1:], 0
+			continue
+		}
+		failedAt, reason := r.invoke(ctx, b)
+		if failedAt < 0 {
+			queue, attempts = queue[1:], 0
+			continue
+		}
+		attempts++
+		if attempts > r.m.RetryAttempts && r.m.RetryAttempts >= 0 {
+			r.p.fail(Failure{Mapping: r.m.Name, Destination: r.m.FailureDestination(), StreamArn: r.arn, ShardID: s.id,
+				StartSequenceNumber: b[failedAt].seq, EndSequenceNumber: b[len(b)-1].seq, BatchSize: len(b) - failedAt,
+				Reason: "RetryAttemptsExhausted: " + reason, Time: r.p.cfg.Now()})
+			queue, attempts = queue[1:], 0
+			continue
+		}
+		rest := b[failedAt:]
+		if r.m.BisectOnError && len(rest) > 1 {
+			half := len(rest) / 2
+			queue = append([][]pending{rest[:half], rest[half:]}, queue[1:]...)
+			continue
+		}
+		queue[0] = rest
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff(attempts)):
+		}
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := 10 * time.Millisecond << min(attempt, 6)
+	return d
+}
+
+// ageOut sends records older than the mapping's maximum age to the on-failure
+// destination and returns the rest.
+func (r *runner) ageOut(s *shard, b []pending) []pending {
+	if r.m.MaxRecordAge <= 0 {
+		return b
+	}
+	now := r.p.cfg.Now()
+	i := 0
+	for i < len(b) && now.Sub(b[i].rec.Change.ApproximateCreationDateTime.Time) > r.m.MaxRecordAge {
+		i++
+	}
+	if i > 0 {
+		r.p.fail(Failure{Mapping: r.m.Name, Destination: r.m.FailureDestination(), StreamArn: r.arn, ShardID: s.id,
+			StartSequenceNumber: b[0].seq, EndSequenceNumber: b[i-1].seq, BatchSize: i, Reason: "MaximumRecordAgeExceeded", Time: now})
+	}
+	return b[i:]
+}
+
+// invoke runs the function on b and returns the index of the first record to
+// retry (-1 when all succeeded) and why.
+func (r *runner) invoke(ctx context.Context, b []pending) (int, string) {
+	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(b))}
+	for i, x := range b {
+		ev.Records[i] = x.rec
+	}
+	start := time.Now()
+	resp, err := r.safeHandle(ctx, ev)
+	if err != nil {
+		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
+		return 0, err.Error()
+	}
+	if !r.m.ReportBatchItemFailures || len(resp.BatchItemFailures) == 0 {
+		return -1, ""
+	}
+	first := -1
+	for _, f := range resp.BatchItemFailures {
+		idx := -1
+		for i, x := range b {
+			if x.seq == f.ItemIdentifier {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			// An empty or unknown identifier fails the whole batch, as on AWS.
+			return 0, fmt.Sprintf("unknown item identifier %q", f.ItemIdentifier)
+		}
+		if first < 0 || idx < first {
+			first = idx
+		}
+	}
+	return first, "partial batch failure"
+}
+
+func (r *runner) safeHandle(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("function panicked: %v", v)
+		}
+	}()
+	return r.fn.Handle(ctx, ev)
+}
