@@ -188,7 +188,9 @@ func (p *Poller) fail(f Failure) {
 	json.NewEncoder(fh).Encode(f)
 }
 
-func (p *Poller) checkpointPath() string { return filepath.Join(p.cfg.DataDir, "esm", "checkpoints.json") }
+func (p *Poller) checkpointPath() string {
+	return filepath.Join(p.cfg.DataDir, "esm", "checkpoints.json")
+}
 
 func (p *Poller) loadCheckpoints() error {
 	if p.cfg.DataDir == "" {
