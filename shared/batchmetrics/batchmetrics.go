@@ -1,0 +1,77 @@
+// Package batchmetrics reports one stream batch: a structured log line and a
+// CloudWatch Embedded Metric Format line (records, failures, stream lag), the
+// same for every stream function.
+package batchmetrics
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Namespace is the CloudWatch namespace of the stream functions' metrics.
+const Namespace = "shopstream/streams"
+
+// Reporter writes batch reports for one function.
+type Reporter struct {
+	Function string
+	Logger   *slog.Logger
+	// Metrics receives EMF lines (stdout on Lambda); nil discards them.
+	Metrics io.Writer
+	Now     func() time.Time
+	mu      sync.Mutex
+}
+
+// Lag is now minus the oldest record's approximate creation time.
+func Lag(ev events.DynamoDBEvent, now time.Time) time.Duration {
+	var oldest time.Time
+	for _, r := range ev.Records {
+		t := r.Change.ApproximateCreationDateTime.Time
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return now.Sub(oldest)
+}
+
+// Batch reports a processed batch.
+func (r *Reporter) Batch(ctx context.Context, ev events.DynamoDBEvent, failures int, took time.Duration, attrs ...any) {
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	lag := Lag(ev, now)
+	ms := float64(took.Microseconds()) / 1000
+	args := append([]any{"function", r.Function, "records", len(ev.Records), "failures", failures, "ms", ms, "lagMs", lag.Milliseconds()}, attrs...)
+	if r.Logger != nil {
+		r.Logger.InfoContext(ctx, "batch", args...)
+	}
+	if r.Metrics == nil {
+		return
+	}
+	line, err := json.Marshal(map[string]any{
+		"function": r.Function, "records": len(ev.Records), "failures": failures, "streamLag": lag.Milliseconds(), "duration": ms,
+		"_aws": map[string]any{"Timestamp": now.UnixMilli(), "CloudWatchMetrics": []map[string]any{{
+			"Namespace":  Namespace,
+			"Dimensions": [][]string{{"function"}},
+			"Metrics": []map[string]string{
+				{"Name": "records", "Unit": "Count"}, {"Name": "failures", "Unit": "Count"},
+				{"Name": "streamLag", "Unit": "Milliseconds"}, {"Name": "duration", "Unit": "Milliseconds"},
+			},
+		}}},
+	})
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = r.Metrics.Write(append(line, '\n'))
+}
