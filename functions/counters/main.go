@@ -1,0 +1,47 @@
+// Command counters is the Lambda that keeps users' and products' counters
+// exact from the orders and reviews streams (package counting).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shopstream/shopstream/functions/counters/counting"
+	"github.com/shopstream/shopstream/shared/batchmetrics"
+)
+
+func main() {
+	if err := run(context.Background(), os.Getenv); err != nil {
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("counters stopped", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	t, err := counting.TablesFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return retry.NewAdaptiveMode() }))
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	logger := lambdacontext.NewLogger()
+	h := counting.New(counting.Deps{
+		DB:       dynamodb.NewFromConfig(awsCfg),
+		Tables:   t,
+		Logger:   logger,
+		Reporter: &batchmetrics.Reporter{Function: "counters", Logger: logger, Metrics: os.Stdout},
+	})
+	lambda.StartHandlerFunc(h.Handle)
+	return nil
+}
