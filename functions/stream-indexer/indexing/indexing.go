@@ -1,0 +1,217 @@
+// Package indexing keeps the search index `products` in step with the products
+// table's stream: one _bulk request per batch, each document written with the
+// item's own version as an external version, so an older change never
+// overwrites a newer one.
+package indexing
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+
+	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/ddbstream"
+)
+
+// Index is the search index of products.
+const Index = "products"
+
+// Mapping is the index's mapping: text for what people search, keyword for
+// what they filter on.
+const Mapping = `{"mappings":{"properties":{
+ "productId":{"type":"keyword"},"name":{"type":"text"},"description":{"type":"text"},
+ "category":{"type":"keyword"},"priceCents":{"type":"long"},"ratingAverage":{"type":"double"},
+ "reviewCount":{"type":"long"},"unitsSold":{"type":"long"},"version":{"type":"long"}}}}`
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Search   *opensearchapi.Client
+	Logger   *slog.Logger
+	Reporter *batchmetrics.Reporter
+}
+
+// Handler is the stream-indexer Lambda.
+type Handler struct {
+	deps  Deps
+	mu    sync.Mutex
+	ready bool
+}
+
+// New returns the handler.
+func New(d Deps) *Handler {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{deps: d}
+}
+
+// product is the item as the stream carries it.
+type product struct {
+	ProductID   string `dynamodbav:"productId"`
+	Name        string `dynamodbav:"name"`
+	Description string `dynamodbav:"description"`
+	Category    string `dynamodbav:"category"`
+	PriceCents  int64  `dynamodbav:"priceCents"`
+	ReviewCount int64  `dynamodbav:"reviewCount"`
+	RatingTotal int64  `dynamodbav:"ratingTotal"`
+	UnitsSold   int64  `dynamodbav:"unitsSold"`
+	Version     int64  `dynamodbav:"version"`
+}
+
+// Document is what the index holds for a product.
+type Document struct {
+	ProductID     string   `json:"productId"`
+	Name          string   `json:"name"`
+	Description   string   `json:"description"`
+	Category      string   `json:"category"`
+	PriceCents    int64    `json:"priceCents"`
+	RatingAverage *float64 `json:"ratingAverage"`
+	ReviewCount   int64    `json:"reviewCount"`
+	UnitsSold     int64    `json:"unitsSold"`
+	Version       int64    `json:"version"`
+}
+
+func document(p product) Document {
+	d := Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
+		PriceCents: p.PriceCents, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
+	if p.ReviewCount > 0 {
+		avg := float64(p.RatingTotal) / float64(p.ReviewCount)
+		d.RatingAverage = &avg
+	}
+	return d
+}
+
+func (h *Handler) ensureIndex(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ready {
+		return nil
+	}
+	_, err := h.deps.Search.Indices.Create(ctx, opensearchapi.IndicesCreateReq{Index: Index, Body: strings.NewReader(Mapping)})
+	var se *opensearch.StructError
+	if err != nil && !(errors.As(err, &se) && se.Err.Type == "resource_already_exists_exception") {
+		return fmt.Errorf("create index %s: %w", Index, err)
+	}
+	h.ready = true
+	return nil
+}
+
+// Handle indexes a batch with one _bulk request.
+func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	start := time.Now()
+	var resp events.DynamoDBEventResponse
+	fail := func(i int) {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
+	}
+	var body bytes.Buffer
+	var sent []int // record index of each bulk action
+	for i, rec := range ev.Records {
+		line, err := action(rec)
+		if err != nil {
+			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
+			fail(i)
+			continue
+		}
+		body.Write(line)
+		sent = append(sent, i)
+	}
+	if len(sent) > 0 {
+		failed, err := h.bulk(ctx, &body, len(sent))
+		if err != nil {
+			h.deps.Logger.ErrorContext(ctx, "bulk", "count", len(sent), "err", err.Error())
+			for _, i := range sent {
+				fail(i)
+			}
+		}
+		for _, k := range failed {
+			fail(sent[k])
+		}
+	}
+	if h.deps.Reporter != nil {
+		h.deps.Reporter.Batch(ctx, ev, len(resp.BatchItemFailures), time.Since(start))
+	}
+	return resp, nil
+}
+
+// action renders a record as _bulk NDJSON.
+func action(rec events.DynamoDBEventRecord) ([]byte, error) {
+	var p product
+	version := "external_gte"
+	switch rec.EventName {
+	case "INSERT", "MODIFY":
+		if err := ddbstream.Decode(rec.Change.NewImage, &p); err != nil {
+			return nil, err
+		}
+	case "REMOVE":
+		if err := ddbstream.Decode(rec.Change.OldImage, &p); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown event name %q", rec.EventName)
+	}
+	if p.ProductID == "" || p.Version < 1 {
+		return nil, fmt.Errorf("product image without productId or version")
+	}
+	meta := map[string]any{"_index": Index, "_id": p.ProductID, "version": p.Version, "version_type": version}
+	var out bytes.Buffer
+	if rec.EventName == "REMOVE" {
+		// A delete carries the deleted item's version + 1, so the index's
+		// tombstone outranks every write of that item.
+		meta["version"] = p.Version + 1
+		b, _ := json.Marshal(map[string]any{"delete": meta})
+		out.Write(append(b, '\n'))
+		return out.Bytes(), nil
+	}
+	b, _ := json.Marshal(map[string]any{"index": meta})
+	out.Write(append(b, '\n'))
+	doc, err := json.Marshal(document(p))
+	if err != nil {
+		return nil, err
+	}
+	out.Write(append(doc, '\n'))
+	return out.Bytes(), nil
+}
+
+// bulk sends the actions and returns the positions of the ones that failed;
+// a version conflict is success (a newer change is already there) and so is
+// deleting what is not there.
+func (h *Handler) bulk(ctx context.Context, body *bytes.Buffer, n int) ([]int, error) {
+	if err := h.ensureIndex(ctx); err != nil {
+		return nil, err
+	}
+	res, err := h.deps.Search.Bulk(ctx, opensearchapi.BulkReq{Body: body})
+	if err != nil {
+		return nil, fmt.Errorf("bulk: %w", err)
+	}
+	if len(res.Items) != n {
+		return nil, fmt.Errorf("bulk: %d results for %d actions", len(res.Items), n)
+	}
+	var failed []int
+	for k, item := range res.Items {
+		for op, r := range item {
+			switch {
+			case r.Status >= 200 && r.Status < 300:
+			case r.Status == 409:
+			case r.Status == 404 && op == "delete":
+			default:
+				reason := ""
+				if r.Error != nil {
+					reason = r.Error.Type + ": " + r.Error.Reason
+				}
+				h.deps.Logger.WarnContext(ctx, "bulk item failed", "productId", r.ID, "status", r.Status, "reason", reason)
+				failed = append(failed, k)
+			}
+		}
+	}
+	return failed, nil
+}
