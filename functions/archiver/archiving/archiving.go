@@ -1,0 +1,247 @@
+// Package archiving writes the items DynamoDB's TTL removes from the orders and
+// carts tables to the S3 archive, as gzip JSON Lines, one object per table and
+// day per batch, under a name derived from the batch so that a retry
+// overwrites instead of duplicating.
+package archiving
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+type putter interface {
+	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	S3     putter
+	Bucket string
+	// Tables maps each archived table's physical name to its logical name.
+	Tables   map[string]string
+	Logger   *slog.Logger
+	Reporter *batchmetrics.Reporter
+}
+
+// Handler is the archiver Lambda.
+type Handler struct{ deps Deps }
+
+// New returns the handler.
+func New(d Deps) *Handler {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{deps: d}
+}
+
+// Line is one archived item.
+type Line struct {
+	EventID   string         `json:"eventId"`
+	Table     string         `json:"table"`
+	Keys      map[string]any `json:"keys"`
+	Item      map[string]any `json:"item"`
+	RemovedAt string         `json:"removedAt"`
+}
+
+type group struct {
+	table, day string
+	records    []int
+	lines      []Line
+}
+
+// Handle archives the TTL removals of a batch.
+func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	start := time.Now()
+	var resp events.DynamoDBEventResponse
+	fail := func(i int) {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
+	}
+	groups := map[string]*group{}
+	var order []string
+	archived := 0
+	for i, rec := range ev.Records {
+		if !ddbstream.IsTTLRemoval(rec) {
+			// The event source lets only TTL removals through; anything else is
+			// not ours to archive.
+			h.deps.Logger.InfoContext(ctx, "not a ttl removal", "eventId", rec.EventID, "eventName", rec.EventName)
+			continue
+		}
+		logical, ok := h.deps.Tables[ddbstream.TableName(rec)]
+		if !ok {
+			h.deps.Logger.WarnContext(ctx, "removal from an unknown table", "eventId", rec.EventID, "table", ddbstream.TableName(rec))
+			fail(i)
+			continue
+		}
+		line, err := toLine(rec, logical)
+		if err != nil {
+			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
+			fail(i)
+			continue
+		}
+		day := rec.Change.ApproximateCreationDateTime.UTC().Format("year=2006/month=01/day=02")
+		k := logical + "/" + day
+		g := groups[k]
+		if g == nil {
+			g = &group{table: logical, day: day}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.records = append(g.records, i)
+		g.lines = append(g.lines, line)
+	}
+	for _, k := range order {
+		g := groups[k]
+		key, err := h.put(ctx, g)
+		if err != nil {
+			h.deps.Logger.ErrorContext(ctx, "archive object", "table", g.table, "count", len(g.lines), "err", err.Error())
+			for _, i := range g.records {
+				fail(i)
+			}
+			continue
+		}
+		archived += len(g.lines)
+		h.deps.Logger.InfoContext(ctx, "archived", "table", g.table, "key", key, "count", len(g.lines))
+	}
+	sort.Slice(resp.BatchItemFailures, func(a, b int) bool {
+		return resp.BatchItemFailures[a].ItemIdentifier < resp.BatchItemFailures[b].ItemIdentifier
+	})
+	if h.deps.Reporter != nil {
+		h.deps.Reporter.Batch(ctx, ev, len(resp.BatchItemFailures), time.Since(start), "archived", archived, "objects", len(order))
+	}
+	return resp, nil
+}
+
+// ObjectKey names a group's object from its records' event ids: the same
+// records give the same key, so a retried batch overwrites its object.
+func ObjectKey(table, day string, eventIDs []string) string {
+	ids := append([]string(nil), eventIDs...)
+	sort.Strings(ids)
+	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	return table + "/" + day + "/" + hex.EncodeToString(sum[:16]) + ".jsonl.gz"
+}
+
+func (h *Handler) put(ctx context.Context, g *group) (string, error) {
+	ids := make([]string, len(g.lines))
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	enc := json.NewEncoder(zw)
+	for i, l := range g.lines {
+		ids[i] = l.EventID
+		if err := enc.Encode(l); err != nil {
+			return "", fmt.Errorf("encode line: %w", err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return "", fmt.Errorf("gzip: %w", err)
+	}
+	key := ObjectKey(g.table, g.day, ids)
+	_, err := h.deps.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(h.deps.Bucket), Key: aws.String(key), Body: bytes.NewReader(buf.Bytes()),
+		ContentType: aws.String("application/x-ndjson"), ContentEncoding: aws.String("gzip"),
+	})
+	if err != nil {
+		return "", fmt.Errorf("put %s: %w", key, err)
+	}
+	return key, nil
+}
+
+func toLine(rec events.DynamoDBEventRecord, table string) (Line, error) {
+	keys, err := ddbstream.Image(rec.Change.Keys)
+	if err != nil {
+		return Line{}, fmt.Errorf("keys: %w", err)
+	}
+	item, err := ddbstream.Image(rec.Change.OldImage)
+	if err != nil {
+		return Line{}, fmt.Errorf("old image: %w", err)
+	}
+	if len(item) == 0 {
+		return Line{}, fmt.Errorf("removal without its old image")
+	}
+	return Line{EventID: rec.EventID, Table: table, Keys: plainMap(keys), Item: plainMap(item),
+		RemovedAt: rec.Change.ApproximateCreationDateTime.UTC().Format(time.RFC3339)}, nil
+}
+
+func plainMap(m map[string]types.AttributeValue) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = plain(v)
+	}
+	return out
+}
+
+// plain renders an attribute value as ordinary JSON: numbers stay exact
+// (json.Number), binary is base64, sets are arrays.
+func plain(v types.AttributeValue) any {
+	switch x := v.(type) {
+	case *types.AttributeValueMemberS:
+		return x.Value
+	case *types.AttributeValueMemberN:
+		return json.Number(x.Value)
+	case *types.AttributeValueMemberB:
+		return base64.StdEncoding.EncodeToString(x.Value)
+	case *types.AttributeValueMemberBOOL:
+		return x.Value
+	case *types.AttributeValueMemberNULL:
+		return nil
+	case *types.AttributeValueMemberSS:
+		return x.Value
+	case *types.AttributeValueMemberNS:
+		out := make([]json.Number, len(x.Value))
+		for i, n := range x.Value {
+			out[i] = json.Number(n)
+		}
+		return out
+	case *types.AttributeValueMemberBS:
+		out := make([]string, len(x.Value))
+		for i, b := range x.Value {
+			out[i] = base64.StdEncoding.EncodeToString(b)
+		}
+		return out
+	case *types.AttributeValueMemberL:
+		out := make([]any, len(x.Value))
+		for i, e := range x.Value {
+			out[i] = plain(e)
+		}
+		return out
+	case *types.AttributeValueMemberM:
+		return plainMap(x.Value)
+	}
+	return nil
+}
+
+// TablesFromEnv maps the archived tables' physical names (from their
+// environment variables) to their logical names.
+func TablesFromEnv(getenv func(string) string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, logical := range []string{tables.Orders, tables.Carts} {
+		def, err := tables.ByName(logical)
+		if err != nil {
+			return nil, err
+		}
+		name := getenv(def.EnvVar)
+		if name == "" {
+			return nil, fmt.Errorf("%s is not set", def.EnvVar)
+		}
+		out[name] = logical
+	}
+	return out, nil
+}

@@ -1,0 +1,189 @@
+package archiving_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/functions/archiver/archiving"
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+)
+
+const bucket = "archive-test"
+
+var removedAt = time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
+
+func setup(t testing.TB) (*archiving.Handler, *s3.Client) {
+	t.Helper()
+	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
+	c := st.S3()
+	return archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{"x-orders": "orders", "x-carts": "carts"}}), c
+}
+
+var n int
+
+func removal(table string, ttl bool, keys, item map[string]events.DynamoDBAttributeValue) events.DynamoDBEventRecord {
+	n++
+	r := events.DynamoDBEventRecord{EventID: fmt.Sprintf("ev-%04d", n), EventName: "REMOVE",
+		EventSourceArn: "arn:aws:dynamodb:us-east-1:000000000000:table/" + table + "/stream/x",
+		Change: events.DynamoDBStreamRecord{Keys: keys, OldImage: item, SequenceNumber: fmt.Sprintf("%021d", n),
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: removedAt}}}
+	if ttl {
+		r.UserIdentity = &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"}
+	}
+	return r
+}
+
+func order(id string) (map[string]events.DynamoDBAttributeValue, map[string]events.DynamoDBAttributeValue) {
+	keys := map[string]events.DynamoDBAttributeValue{"userId": events.NewStringAttribute("u1"), "orderId": events.NewStringAttribute(id)}
+	item := map[string]events.DynamoDBAttributeValue{"userId": events.NewStringAttribute("u1"), "orderId": events.NewStringAttribute(id),
+		"status": events.NewStringAttribute("DELIVERED"), "totalCents": events.NewNumberAttribute("12345678901234567"),
+		"lines": events.NewListAttribute([]events.DynamoDBAttributeValue{events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{
+			"productId": events.NewStringAttribute("p1"), "quantity": events.NewNumberAttribute("2")})})}
+	return keys, item
+}
+
+func objects(t testing.TB, c *s3.Client) map[string][]map[string]any {
+	t.Helper()
+	list, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]map[string]any{}
+	for _, o := range list.Contents {
+		obj, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(obj.Body)
+		if err != nil {
+			t.Fatalf("%s is not gzip: %v", *o.Key, err)
+		}
+		raw, _ := io.ReadAll(zr)
+		for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var m map[string]any
+			d := json.NewDecoder(strings.NewReader(l))
+			d.UseNumber()
+			if err := d.Decode(&m); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			out[*o.Key] = append(out[*o.Key], m)
+		}
+	}
+	return out
+}
+
+func handle(t testing.TB, h *archiving.Handler, recs ...events.DynamoDBEventRecord) []string {
+	t.Helper()
+	resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+func TestArchivesTTLRemovalsAsPlainJSONLines(t *testing.T) {
+	h, c := setup(t)
+	k1, i1 := order("o1")
+	k2, i2 := order("o2")
+	cartKeys := map[string]events.DynamoDBAttributeValue{"userId": events.NewStringAttribute("u7")}
+	cartItem := map[string]events.DynamoDBAttributeValue{"userId": events.NewStringAttribute("u7"), "expiresAt": events.NewNumberAttribute("1795000000"),
+		"lines": events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{"p1": events.NewNumberAttribute("3")})}
+	userDelete := removal("x-orders", false, k2, i2)
+	insert := removal("x-orders", true, k2, i2)
+	insert.EventName = "INSERT"
+	batch := []events.DynamoDBEventRecord{removal("x-orders", true, k1, i1), userDelete, removal("x-orders", true, k2, i2), insert, removal("x-carts", true, cartKeys, cartItem)}
+	if f := handle(t, h, batch...); len(f) != 0 {
+		t.Fatalf("failures: %v", f)
+	}
+	got := objects(t, c)
+	if len(got) != 2 {
+		t.Fatalf("objects: got %d (%v), want 2", len(got), got)
+	}
+	var orderKey, cartKey string
+	for k := range got {
+		switch {
+		case strings.HasPrefix(k, "orders/year=2026/month=11/day=22/") && strings.HasSuffix(k, ".jsonl.gz"):
+			orderKey = k
+		case strings.HasPrefix(k, "carts/year=2026/month=11/day=22/") && strings.HasSuffix(k, ".jsonl.gz"):
+			cartKey = k
+		default:
+			t.Errorf("unexpected key %s", k)
+		}
+	}
+	lines := got[orderKey]
+	if len(lines) != 2 {
+		t.Fatalf("order lines: got %d, want 2 (user delete and insert left out)", len(lines))
+	}
+	l := lines[0]
+	if l["eventId"] != batch[0].EventID || l["table"] != "orders" || l["removedAt"] != "2026-11-22T10:30:00Z" {
+		t.Errorf("line: got %v", l)
+	}
+	item := l["item"].(map[string]any)
+	if item["totalCents"] != json.Number("12345678901234567") || item["status"] != "DELIVERED" {
+		t.Errorf("item: got %v, want plain JSON with exact numbers", item)
+	}
+	if keys := l["keys"].(map[string]any); keys["orderId"] != "o1" || keys["userId"] != "u1" {
+		t.Errorf("keys: got %v", keys)
+	}
+	if cart := got[cartKey][0]["item"].(map[string]any); cart["lines"].(map[string]any)["p1"] != json.Number("3") {
+		t.Errorf("cart item: got %v", cart)
+	}
+
+	// A retry of the same batch overwrites its objects: no new object, no duplicate line.
+	handle(t, h, batch...)
+	again := objects(t, c)
+	if len(again) != 2 || len(again[orderKey]) != 2 {
+		t.Errorf("after a retry: got %d objects, %d order lines; want 2 and 2", len(again), len(again[orderKey]))
+	}
+}
+
+func TestFailedPutFailsItsRecords(t *testing.T) {
+	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	h := archiving.New(archiving.Deps{S3: st.S3(), Bucket: "no-such-bucket", Tables: map[string]string{"x-orders": "orders"}})
+	k, i := order("o9")
+	r := removal("x-orders", true, k, i)
+	stranger := removal("x-elsewhere", true, k, i)
+	if f := handle(t, h, r, stranger); len(f) != 2 {
+		t.Errorf("failures: got %v, want both records", f)
+	}
+}
+
+// BenchmarkArchive reports objects and bytes per 1,000 expirations in batches of 100.
+func BenchmarkArchive(b *testing.B) {
+	h, c := setup(b)
+	for i := 0; i < b.N; i++ {
+		for batch := 0; batch < 10; batch++ {
+			var recs []events.DynamoDBEventRecord
+			for j := 0; j < 100; j++ {
+				k, it := order(fmt.Sprintf("o-%d-%d-%d", i, batch, j))
+				recs = append(recs, removal("x-orders", true, k, it))
+			}
+			handle(b, h, recs...)
+		}
+	}
+	list, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bytes int64
+	for _, o := range list.Contents {
+		bytes += aws.ToInt64(o.Size)
+	}
+	b.ReportMetric(float64(len(list.Contents))/float64(b.N), "objects/1000")
+	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/1000")
+}
