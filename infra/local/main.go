@@ -1,11 +1,18 @@
 // Command local runs the whole of shopstream on one machine: the local AWS
-// endpoints (DynamoDB with Streams and TTL, S3, search), the tables and the
-// archive bucket. Ports and settings come from the environment (CONTRACT §1).
+// endpoints (DynamoDB with Streams and TTL, S3, search), the tables, the API
+// behind the API Gateway emulation and the stream processors behind the
+// event-source-mapping emulation. Ports and settings come from the environment
+// (CONTRACT §1).
+//
+//	go run ./infra/local                      # the whole system
+//	go run ./infra/local token -sub u1 [-admin] # a dev JWT for the API
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,11 +20,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/stack"
-	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/infra/local/system"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "token" {
+		if err := token(os.Args[2:], os.Getenv, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "token:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv("LOG_LEVEL"))}))
@@ -42,14 +57,27 @@ type settings struct {
 	SweepInterval                             time.Duration
 	ArchiveBucket                             string
 	TablePrefix                               string
+	JWTSecret                                 string
+	// FunctionEnv holds the functions' own settings passed through.
+	FunctionEnv map[string]string
 }
+
+// functionSettings are passed through to the functions as they are; each
+// function validates its own (durations are Go durations such as 168h).
+var functionSettings = []string{"CART_TTL", "ORDER_RETENTION", "CURSOR_SECRET", "ARCHIVE_BUCKET"}
 
 func load(getenv func(string) string) (settings, error) {
 	s := settings{
 		DataDir:       getenv("DATA_DIR"),
 		ArchiveBucket: or(getenv("ARCHIVE_BUCKET"), "shopstream-archive"),
 		TablePrefix:   getenv("TABLE_PREFIX"),
+		JWTSecret:     or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret),
+		FunctionEnv:   map[string]string{},
 	}
+	for _, k := range functionSettings {
+		s.FunctionEnv[k] = getenv(k)
+	}
+	s.FunctionEnv["ARCHIVE_BUCKET"] = s.ArchiveBucket
 	ports := []struct {
 		env  string
 		def  int
@@ -96,31 +124,56 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		return err
 	}
 	started := time.Now()
-	st, err := stack.Start(ctx, stack.Config{
-		DynamoDBAddr:     addr(cfg.DynamoDBPort),
-		S3Addr:           addr(cfg.S3Port),
-		SearchAddr:       addr(cfg.SearchPort),
-		DataDir:          cfg.DataDir,
-		TTLSweepInterval: cfg.SweepInterval,
-		Buckets:          []string{cfg.ArchiveBucket},
-		Logger:           logger,
+	sys, err := system.Start(ctx, system.Config{
+		Stack: stack.Config{
+			DynamoDBAddr:     addr(cfg.DynamoDBPort),
+			S3Addr:           addr(cfg.S3Port),
+			SearchAddr:       addr(cfg.SearchPort),
+			DataDir:          cfg.DataDir,
+			TTLSweepInterval: cfg.SweepInterval,
+			Logger:           logger,
+		},
+		APIAddr:     addr(cfg.APIPort),
+		TablePrefix: cfg.TablePrefix,
+		JWTSecret:   []byte(cfg.JWTSecret),
+		Env:         cfg.FunctionEnv,
+		Logger:      logger,
+		Metrics:     io.Discard,
 	})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := st.Close(); err != nil {
+		if err := sys.Close(); err != nil {
 			logger.Error("stop", "err", err.Error())
 		}
 	}()
-	if err := tables.Create(ctx, st.DynamoDB(), cfg.TablePrefix); err != nil {
-		return err
-	}
-	logger.Info("endpoint", "service", "dynamodb", "url", st.DynamoDBURL, "dynamodbLocalPid", st.DynamoDBLocalPid())
-	logger.Info("endpoint", "service", "s3", "url", st.S3URL, "bucket", cfg.ArchiveBucket)
-	logger.Info("endpoint", "service", "search", "url", st.SearchURL)
+	logger.Info("endpoint", "service", "api", "url", sys.APIURL)
+	logger.Info("endpoint", "service", "dynamodb", "url", sys.DynamoDBURL, "dynamodbLocalPid", sys.DynamoDBLocalPid())
+	logger.Info("endpoint", "service", "s3", "url", sys.S3URL, "bucket", cfg.ArchiveBucket)
+	logger.Info("endpoint", "service", "search", "url", sys.SearchURL)
 	logger.Info("ready", "ms", time.Since(started).Milliseconds(), "pid", os.Getpid())
 	<-ctx.Done()
 	logger.Info("stopping")
 	return nil
+}
+
+// token prints a dev JWT that the API Gateway emulation accepts.
+func token(args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	sub := fs.String("sub", "", "the user id (the token's sub)")
+	admin := fs.Bool("admin", false, "put the user in the admin group")
+	ttl := fs.Duration("ttl", 12*time.Hour, "how long the token is valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sub == "" {
+		return fmt.Errorf("-sub is required")
+	}
+	tok, err := apigw.Token([]byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret)), *sub, *admin, *ttl)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, tok)
+	return err
 }

@@ -193,9 +193,12 @@ func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
 	}
 
 	p = startBinary(t, bin, env)
+	stopped := false
 	defer func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		p.cmd.Wait()
+		if !stopped {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
 	}()
 	db = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(p.ddbURL) })
 	s3c = s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(p.s3URL); o.UsePathStyle = true })
@@ -253,5 +256,24 @@ func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
 	}
 	if inserts != n+1 || serviceRemovals != 1 {
 		t.Errorf("stream after kill -9: got %d inserts and %d service removals, want %d and 1", inserts, serviceRemovals, n+1)
+	}
+
+	// SIGTERM stops the stack cleanly, JVM included.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("exit after SIGTERM: got %v, want status 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("stack still running 20s after SIGTERM")
+	}
+	if syscall.Kill(p.jvmPid, 0) == nil {
+		t.Errorf("DynamoDB Local (pid %d) still running after a clean stop", p.jvmPid)
 	}
 }

@@ -373,7 +373,10 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 	for len(s.buffer) < r.m.BatchSize {
 		out, err := r.p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: s.iterator, Limit: aws.Int32(1000)})
 		var expired *streamtypes.ExpiredIteratorException
-		if errors.As(err, &expired) {
+		var trimmed *streamtypes.TrimmedDataAccessException
+		if errors.As(err, &expired) || errors.As(err, &trimmed) {
+			// DynamoDB Local also answers a TRIM_HORIZON iterator of a shard
+			// that has no record yet this way: ask for a new iterator later.
 			s.iterator = nil
 			return total, nil
 		}

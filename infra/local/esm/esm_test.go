@@ -248,3 +248,16 @@ func TestMaxRecordAge(t *testing.T) {
 		t.Errorf("failures: got %+v", fails)
 	}
 }
+
+func TestStartsOnAnEmptyStream(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	f := &fn{}
+	p := start(t, prefix, mapping("empty-first"), f, "")
+	defer p.Close()
+	idle(t, p)
+	putReviews(t, prefix, "late")
+	idle(t, p)
+	if got := f.delivered(); got["late"] != 1 {
+		t.Errorf("deliveries: got %v, want the late record once", got)
+	}
+}
