@@ -135,8 +135,8 @@ func (p *Poller) Failures(mapping string) []Failure {
 	return append([]Failure(nil), p.failures[mapping]...)
 }
 
-// Idle returns once every mapping has, after the call, found its stream read
-// to the end with nothing buffered or in flight.
+// Idle returns once, for every mapping, a poll cycle that began after the call
+// found its stream read to the end with nothing buffered or in flight.
 func (p *Poller) Idle(ctx context.Context) error {
 	since := time.Now()
 	for {
@@ -159,9 +159,12 @@ func (p *Poller) Idle(ctx context.Context) error {
 	}
 }
 
-func (p *Poller) setIdle(mapping string) {
+// setIdle records that a poll cycle which began at began found nothing to do.
+func (p *Poller) setIdle(mapping string, began time.Time) {
 	p.mu.Lock()
-	p.idleAt[mapping] = time.Now()
+	if began.After(p.idleAt[mapping]) {
+		p.idleAt[mapping] = began
+	}
 	p.mu.Unlock()
 }
 
@@ -285,6 +288,7 @@ func (r *runner) window() time.Duration {
 // poll reads every shard once and delivers what is due; it marks the mapping
 // idle when nothing was read and nothing waits.
 func (r *runner) poll(ctx context.Context) error {
+	began := time.Now()
 	table := tables.Physical(r.p.cfg.TablePrefix, r.m.Table)
 	desc, err := r.p.cfg.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
@@ -345,7 +349,7 @@ func (r *runner) poll(ctx context.Context) error {
 		}
 	}
 	if quiet {
-		r.p.setIdle(r.m.Name)
+		r.p.setIdle(r.m.Name, began)
 	}
 	return nil
 }

@@ -256,6 +256,10 @@ func TestStartsOnAnEmptyStream(t *testing.T) {
 	defer p.Close()
 	idle(t, p)
 	putReviews(t, prefix, "late")
+	deadline := time.Now().Add(20 * time.Second)
+	for f.delivered()["late"] == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	idle(t, p)
 	if got := f.delivered(); got["late"] != 1 {
 		t.Errorf("deliveries: got %v, want the late record once", got)
