@@ -98,7 +98,7 @@ func localEnv(a stack.Access) []string {
 		"AWS_ENDPOINT_URL_DYNAMODB=" + get("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:"+get("DYNAMODB_PORT", "8000")),
 		"AWS_ENDPOINT_URL_S3=" + get("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:"+get("S3_PORT", "9000")),
 	}
-	for _, tn := range a.Tables {
+	for _, tn := range append(append([]string(nil), a.Tables...), a.StreamTables...) {
 		def, err := tables.ByName(tn)
 		if err == nil {
 			env = append(env, def.EnvVar+"="+get(def.EnvVar, tables.Physical(os.Getenv("TABLE_PREFIX"), tn)))

@@ -56,9 +56,26 @@ type Access struct {
 	CursorSecret bool
 	// Archive lets the function put objects under the prefix of every table
 	// whose stream feeds it (shared/wiring).
-	Archive   bool
-	MemoryMiB int
-	Timeout   time.Duration
+	Archive bool
+	// StreamTables are the tables whose streams feed the function: it gets
+	// their names (to tell records apart), not access to their data.
+	StreamTables []string
+	MemoryMiB    int
+	Timeout      time.Duration
+}
+
+// streamTables returns the tables whose streams feed fn (shared/wiring), sorted.
+func streamTables(fn string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range wiring.Mappings() {
+		if m.Function == fn && !seen[m.Table] {
+			seen[m.Table] = true
+			out = append(out, m.Table)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Accesses returns the access of every function of wiring.Functions.
@@ -72,19 +89,22 @@ func Accesses() map[string]Access {
 			Timeout:      10 * time.Second,
 		},
 		wiring.Counters: {
-			Tables:    []string{tables.Users, tables.Products, tables.CounterEvents},
-			MemoryMiB: 256,
-			Timeout:   60 * time.Second,
+			Tables:       []string{tables.Users, tables.Products, tables.CounterEvents},
+			StreamTables: streamTables(wiring.Counters),
+			MemoryMiB:    256,
+			Timeout:      60 * time.Second,
 		},
 		wiring.StreamIndexer: {
-			Search:    SearchReadWrite,
-			MemoryMiB: 256,
-			Timeout:   60 * time.Second,
+			Search:       SearchReadWrite,
+			StreamTables: streamTables(wiring.StreamIndexer),
+			MemoryMiB:    256,
+			Timeout:      60 * time.Second,
 		},
 		wiring.Archiver: {
-			Archive:   true,
-			MemoryMiB: 256,
-			Timeout:   60 * time.Second,
+			Archive:      true,
+			StreamTables: streamTables(wiring.Archiver),
+			MemoryMiB:    256,
+			Timeout:      60 * time.Second,
 		},
 	}
 }
@@ -108,12 +128,16 @@ func ArchivedTables() []string {
 // template.yaml must give the function the same ones.
 func (a Access) EnvKeys() ([]string, error) {
 	var keys []string
-	for _, name := range a.Tables {
+	seen := map[string]bool{}
+	for _, name := range append(append([]string(nil), a.Tables...), a.StreamTables...) {
 		t, err := tables.ByName(name)
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, t.EnvVar)
+		if !seen[t.EnvVar] {
+			seen[t.EnvVar] = true
+			keys = append(keys, t.EnvVar)
+		}
 	}
 	if a.Archive {
 		keys = append(keys, EnvArchiveBucket)
@@ -139,7 +163,7 @@ func (b *builder) functions() error {
 			return fmt.Errorf("function %s: no access declared", name)
 		}
 		env := map[string]*string{}
-		for _, tn := range a.Tables {
+		for _, tn := range append(append([]string(nil), a.Tables...), a.StreamTables...) {
 			t, err := tables.ByName(tn)
 			if err != nil {
 				return fmt.Errorf("function %s: %w", name, err)
