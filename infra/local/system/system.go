@@ -36,7 +36,10 @@ type Config struct {
 	Env map[string]string
 	// PollInterval is how often the event-source mappings poll the streams.
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// NoMappings builds the stream functions but starts no event-source
+	// mapping: the caller feeds the functions itself.
+	NoMappings bool
+	Logger     *slog.Logger
 	// Metrics receives the functions' EMF lines; nil discards them.
 	Metrics io.Writer
 }
@@ -54,8 +57,10 @@ const DefaultArchiveBucket = "shopstream-archive"
 type System struct {
 	*stack.Stack
 	APIURL string
-	// Poller runs the event-source mappings.
+	// Poller runs the event-source mappings (nil with NoMappings).
 	Poller *esm.Poller
+	// Functions are the stream functions by name, as the mappings invoke them.
+	Functions map[string]esm.Invoker
 	// Env is the environment every function sees, as on AWS.
 	Env     map[string]string
 	closers []func() error

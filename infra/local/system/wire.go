@@ -50,6 +50,10 @@ func (s *System) processors(ctx context.Context, getenv func(string) string, cfg
 		wiring.Archiver: archiving.New(archiving.Deps{S3: s.S3(), Bucket: getenv("ARCHIVE_BUCKET"), Tables: archived,
 			Logger: cfg.Logger.With("function", wiring.Archiver), Reporter: reporter(wiring.Archiver)}),
 	}
+	s.Functions = functions
+	if cfg.NoMappings {
+		return nil
+	}
 	dataDir := ""
 	if cfg.Stack.DataDir != "" {
 		dataDir = cfg.Stack.DataDir + "/lambda"
