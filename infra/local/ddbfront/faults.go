@@ -108,6 +108,21 @@ func contains(xs []string, x string) bool {
 // InjectFault adds a fault and returns the function that removes it.
 func (f *Front) InjectFault(fault Fault) (remove func()) { return f.faults.add(fault) }
 
+// ActiveFaults returns the faults still in force, Times holding what is left.
+func (f *Front) ActiveFaults() []Fault {
+	f.faults.mu.Lock()
+	defer f.faults.mu.Unlock()
+	out := make([]Fault, 0, len(f.faults.entries))
+	for _, e := range f.faults.entries {
+		x := e.Fault
+		if x.Times > 0 {
+			x.Times = e.left
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
 // ClearFaults removes every fault.
 func (f *Front) ClearFaults() { f.faults.clear() }
 

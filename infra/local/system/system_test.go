@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
@@ -374,4 +375,48 @@ func BenchmarkWriteToVisible(b *testing.B) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(lat[(len(lat)*99)/100].Milliseconds()), "p99-ms")
+}
+
+// TestCountersExactThroughFaults places orders while DynamoDB throttles the
+// counters' transactions for a while: batches fail, Lambda's retries (the
+// mapping emulation) redeliver them, and the counters end exact.
+func TestCountersExactThroughFaults(t *testing.T) {
+	sys := start(t, nil, -1)
+	c := client{t, sys.APIURL}
+	pid := setup(t, c, "Grinder", 100)
+	c.must(201, "POST", "/users", "u3", map[string]any{"email": "u3@example.com", "name": "U Three"}, nil)
+	// Only the counters write to counter-events: the API's own writes go through.
+	remove := sys.Front.InjectFault(ddbfront.Fault{Table: sys.Env["COUNTER_EVENTS_TABLE"], Operation: "TransactWriteItems",
+		Code: "ProvisionedThroughputExceededException", Times: 12})
+	defer remove()
+	for i := 0; i < 5; i++ {
+		c.must(201, "POST", "/users/u3/orders", "u3", map[string]any{"items": []map[string]any{{"productId": pid, "quantity": 2}}}, nil)
+	}
+	eventually(t, "counters after the throttling passed", func() string {
+		var u user
+		var p product
+		c.must(200, "GET", "/users/u3", "u3", nil, &u)
+		c.must(200, "GET", "/products/"+pid, "", nil, &p)
+		if u.OrderCount != 5 || u.LifetimeSpendCents != 5000 || p.UnitsSold != 10 {
+			return fmt.Sprintf("got user %+v, units %d; want 5 orders, 5000 cents, 10 units", u, p.UnitsSold)
+		}
+		return ""
+	})
+	if left := sys.Front.ActiveFaults(); len(left) != 0 {
+		t.Errorf("fault not used up: %+v; the drill proved nothing", left)
+	}
+	// Settle, then check nothing was counted twice by a late redelivery.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sys.Poller.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var u user
+	c.must(200, "GET", "/users/u3", "u3", nil, &u)
+	if u.OrderCount != 5 || u.LifetimeSpendCents != 5000 {
+		t.Errorf("after settling: got %+v", u)
+	}
+	if f := sys.Poller.Failures("orders-counters"); len(f) != 0 {
+		t.Errorf("failure destination: got %+v, want nothing (the fault was shorter than the retries)", f)
+	}
 }
