@@ -21,10 +21,11 @@ import (
 
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
 // Index is the search index of products.
-const Index = "products"
+const Index = productsearch.Index
 
 // Mapping is the index's mapping: text for what people search, keyword for
 // what they filter on.
@@ -68,21 +69,9 @@ type product struct {
 	Version     int64  `dynamodbav:"version"`
 }
 
-// Document is what the index holds for a product.
-type Document struct {
-	ProductID     string   `json:"productId"`
-	Name          string   `json:"name"`
-	Description   string   `json:"description"`
-	Category      string   `json:"category"`
-	PriceCents    int64    `json:"priceCents"`
-	RatingAverage *float64 `json:"ratingAverage"`
-	ReviewCount   int64    `json:"reviewCount"`
-	UnitsSold     int64    `json:"unitsSold"`
-	Version       int64    `json:"version"`
-}
-
-func document(p product) Document {
-	d := Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
+// document is the product as the index holds it (the API reads the same type).
+func document(p product) productsearch.Document {
+	d := productsearch.Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
 		PriceCents: p.PriceCents, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
 	if p.ReviewCount > 0 {
 		avg := float64(p.RatingTotal) / float64(p.ReviewCount)

@@ -15,6 +15,7 @@ import (
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
 // fresh gives the test a search service of its own (the index name is fixed).
@@ -48,16 +49,16 @@ func productImage(id, name string, version, reviews, ratingTotal int) map[string
 	}
 }
 
-func get(t *testing.T, c *opensearchapi.Client, id string) (indexing.Document, bool) {
+func get(t *testing.T, c *opensearchapi.Client, id string) (productsearch.Document, bool) {
 	t.Helper()
 	res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: indexing.Index, DocumentID: id})
 	if err != nil {
 		if res != nil && !res.Found {
-			return indexing.Document{}, false
+			return productsearch.Document{}, false
 		}
 		t.Fatalf("get %s: %v", id, err)
 	}
-	var d indexing.Document
+	var d productsearch.Document
 	if err := json.Unmarshal(res.Source, &d); err != nil {
 		t.Fatal(err)
 	}
