@@ -20,17 +20,7 @@ func BenchmarkProxy(b *testing.B) {
 	st := stacktest.Stack(b)
 	direct := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
 	table := stacktest.Prefix(b) + "bench"
-	if _, err := st.DynamoDB().CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeN},
-		},
-		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-	}); err != nil {
-		b.Fatal(err)
-	}
+	createTable(b, st.DynamoDB(), table, "")
 	clients := map[string]*dynamodb.Client{"front": st.DynamoDB(), "direct": direct}
 	for _, path := range []string{"direct", "front"} {
 		db := clients[path]
@@ -72,7 +62,7 @@ func BenchmarkSweep(b *testing.B) {
 	var spent time.Duration
 	for round := 0; round < b.N; round++ {
 		table := stacktest.OwnPrefix(b) + "sweep" + strconv.Itoa(round)
-		createTableTB(b, db, table)
+		createTable(b, db, table, "expiresAt")
 		expired := num(time.Now().Add(-time.Hour).Unix())
 		for i := 0; i < perRound; i += 25 {
 			var reqs []types.WriteRequest
@@ -92,24 +82,4 @@ func BenchmarkSweep(b *testing.B) {
 		removed += n
 	}
 	b.ReportMetric(float64(removed)/spent.Seconds(), "items/s")
-}
-
-func createTableTB(tb testing.TB, db *dynamodb.Client, name string) {
-	tb.Helper()
-	ctx := context.Background()
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeN},
-		},
-		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(name),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)}}); err != nil {
-		tb.Fatal(err)
-	}
 }

@@ -33,9 +33,9 @@ func ctx(t *testing.T) context.Context {
 
 // createTable makes a table keyed by pk (S) and sk (N), with a stream and,
 // when ttlAttr is set, TTL on it.
-func createTable(t *testing.T, db *dynamodb.Client, name, ttlAttr string) {
+func createTable(t testing.TB, db *dynamodb.Client, name, ttlAttr string) {
 	t.Helper()
-	_, err := db.CreateTable(ctx(t), &dynamodb.CreateTableInput{
+	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		KeySchema: []types.KeySchemaElement{
@@ -54,7 +54,7 @@ func createTable(t *testing.T, db *dynamodb.Client, name, ttlAttr string) {
 	if ttlAttr == "" {
 		return
 	}
-	if _, err := db.UpdateTimeToLive(ctx(t), &dynamodb.UpdateTimeToLiveInput{
+	if _, err := db.UpdateTimeToLive(context.Background(), &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ttlAttr), Enabled: aws.Bool(true)},
 	}); err != nil {
