@@ -5,14 +5,26 @@ package ddbstream
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Value converts one stream attribute value to the SDK's type.
-func Value(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+// Value converts one stream attribute value to the SDK's type. A value the
+// runtime could not have decoded (the zero value, built in process) is an
+// error, not a panic: aws-lambda-go's accessors panic on it.
+func Value(v events.DynamoDBAttributeValue) (av types.AttributeValue, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			av, err = nil, fmt.Errorf("malformed attribute value: %v", r)
+		}
+	}()
+	return value(v)
+}
+
+func value(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
 	switch v.DataType() {
 	case events.DataTypeString:
 		return &types.AttributeValueMemberS{Value: v.String()}, nil
@@ -34,7 +46,7 @@ func Value(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
 		list := v.List()
 		out := make([]types.AttributeValue, len(list))
 		for i, e := range list {
-			av, err := Value(e)
+			av, err := value(e)
 			if err != nil {
 				return nil, fmt.Errorf("list element %d: %w", i, err)
 			}
@@ -42,7 +54,7 @@ func Value(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
 		}
 		return &types.AttributeValueMemberL{Value: out}, nil
 	case events.DataTypeMap:
-		m, err := Image(v.Map())
+		m, err := image(v.Map())
 		if err != nil {
 			return nil, err
 		}
@@ -53,10 +65,19 @@ func Value(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
 }
 
 // Image converts a stream image (Keys, NewImage or OldImage) to an SDK item.
-func Image(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+func Image(img map[string]events.DynamoDBAttributeValue) (item map[string]types.AttributeValue, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			item, err = nil, fmt.Errorf("malformed attribute value: %v", r)
+		}
+	}()
+	return image(img)
+}
+
+func image(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
 	out := make(map[string]types.AttributeValue, len(img))
 	for k, v := range img {
-		av, err := Value(v)
+		av, err := value(v)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %s: %w", k, err)
 		}
@@ -88,20 +109,13 @@ func IsTTLRemoval(r events.DynamoDBEventRecord) bool {
 }
 
 // TableName reads the table's name out of a record's eventSourceARN
-// ("arn:aws:dynamodb:region:account:table/NAME/stream/LABEL").
+// ("arn:aws:dynamodb:region:account:table/NAME/stream/LABEL"); "" when the
+// ARN names no table.
 func TableName(r events.DynamoDBEventRecord) string {
-	arn := r.EventSourceArn
-	const marker = ":table/"
-	for i := 0; i+len(marker) <= len(arn); i++ {
-		if arn[i:i+len(marker)] == marker {
-			rest := arn[i+len(marker):]
-			for j := 0; j < len(rest); j++ {
-				if rest[j] == '/' {
-					return rest[:j]
-				}
-			}
-			return rest
-		}
+	_, rest, ok := strings.Cut(r.EventSourceArn, ":table/")
+	if !ok {
+		return ""
 	}
-	return ""
+	name, _, _ := strings.Cut(rest, "/")
+	return name
 }

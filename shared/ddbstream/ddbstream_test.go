@@ -105,10 +105,56 @@ func TestTableName(t *testing.T) {
 	for arn, want := range map[string]string{
 		"arn:aws:dynamodb:us-east-1:123456789012:table/shopstream-dev-orders/stream/2026-11-22T10:49:09.424": "shopstream-dev-orders",
 		"arn:aws:dynamodb:ddblocal:000000000000:table/orders/stream/x":                                       "orders",
+		"arn:aws:dynamodb:us-east-1:123456789012:table/no-stream-label":                                      "no-stream-label",
 		"not an arn": "",
+		"":           "",
 	} {
 		if got := TableName(events.DynamoDBEventRecord{EventSourceArn: arn}); got != want {
 			t.Errorf("%s: got %q, want %q", arn, got, want)
 		}
+	}
+}
+
+func TestMalformedValuesAreErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		img  map[string]events.DynamoDBAttributeValue
+	}{
+		{"zero value", map[string]events.DynamoDBAttributeValue{"x": {}}},
+		{"zero value in a list", map[string]events.DynamoDBAttributeValue{"l": events.NewListAttribute([]events.DynamoDBAttributeValue{{}})}},
+		{"zero value in a map", map[string]events.DynamoDBAttributeValue{"m": events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{"k": {}})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, err := Image(tt.img); err == nil {
+				t.Errorf("got %v, nil error; want an error", got)
+			}
+			var out map[string]any
+			if err := Decode(tt.img, &out); err == nil {
+				t.Errorf("decode: got nil error, want one")
+			}
+		})
+	}
+	if _, err := Value(events.DynamoDBAttributeValue{}); err == nil {
+		t.Errorf("value: got nil error, want one")
+	}
+}
+
+func TestEmptyCollectionsAndBinaries(t *testing.T) {
+	got, err := Image(map[string]events.DynamoDBAttributeValue{
+		"l": events.NewListAttribute(nil), "m": events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{}),
+		"b": events.NewBinaryAttribute([]byte{}),
+	})
+	if err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	if l, ok := got["l"].(*types.AttributeValueMemberL); !ok || len(l.Value) != 0 {
+		t.Errorf("l: got %#v, want an empty list", got["l"])
+	}
+	if m, ok := got["m"].(*types.AttributeValueMemberM); !ok || len(m.Value) != 0 {
+		t.Errorf("m: got %#v, want an empty map", got["m"])
+	}
+	if b, ok := got["b"].(*types.AttributeValueMemberB); !ok || len(b.Value) != 0 {
+		t.Errorf("b: got %#v, want empty bytes", got["b"])
 	}
 }
