@@ -81,12 +81,25 @@ type contribution struct {
 	delta  map[string]int64
 }
 
-// Handle applies a batch and reports the records it could not apply.
+// Handle applies a batch and reports the records it could not apply. A
+// record the batch holds twice (same eventID) is applied once.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	start := time.Now()
 	failed := map[int]bool{}
+	first := map[string]int{} // eventID → index of its first record in the batch
+	copies := map[int][]int{} // index of a first record → its later copies
 	work := map[counterKey][]contribution{}
 	for i, rec := range ev.Records {
+		if rec.EventID == "" {
+			h.deps.Logger.WarnContext(ctx, "malformed record", "sequenceNumber", rec.Change.SequenceNumber, "err", "no eventID")
+			failed[i] = true
+			continue
+		}
+		if j, seen := first[rec.EventID]; seen {
+			copies[j] = append(copies[j], i)
+			continue
+		}
+		first[rec.EventID] = i
 		deltas, err := h.effects(rec)
 		if err != nil {
 			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
@@ -121,6 +134,13 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}()
 	}
 	wg.Wait()
+	for i := range copies {
+		if failed[i] {
+			for _, j := range copies[i] {
+				failed[j] = true
+			}
+		}
+	}
 
 	var resp events.DynamoDBEventResponse
 	idx := make([]int, 0, len(failed))
@@ -157,11 +177,14 @@ func (h *Handler) apply(ctx context.Context, item counterKey, cs []contribution)
 	return writes, nil
 }
 
+// maxContended bounds the attempts of one chunk that only contention (another
+// batch on the same item, throttling) cancels; the records then fail and come
+// again.
+const maxContended = 8
+
 func (h *Handler) applyChunk(ctx context.Context, item counterKey, cs []contribution) (int, error) {
-	for attempt := 0; ; attempt++ {
-		if len(cs) == 0 {
-			return 0, nil
-		}
+	contended := 0
+	for len(cs) > 0 {
 		in, err := h.transaction(item, cs)
 		if err != nil {
 			return 0, err
@@ -175,42 +198,55 @@ func (h *Handler) applyChunk(ctx context.Context, item counterKey, cs []contribu
 			return 0, fmt.Errorf("counters on %s %s: %w", item.table, item.key, err)
 		}
 		reasons := canceled.CancellationReasons
-		if len(reasons) > 0 && code(reasons[0]) == "ConditionalCheckFailed" {
-			// The counter item does not exist (a deleted product, an unknown
-			// user): there is nothing to count on.
+		if code(reasonAt(reasons, 0)) == "ConditionalCheckFailed" {
+			// The counter item does not exist (a deleted product, a user
+			// removed by hand): there is nothing to count on, and creating
+			// the item would make a phantom.
 			h.deps.Logger.WarnContext(ctx, "counter item missing", "table", item.table, "key", item.key, "count", len(cs))
 			return 0, nil
 		}
 		var keep []contribution
-		retry := false
+		retry := retryable(code(reasonAt(reasons, 0)))
 		for i, c := range cs {
-			r := code(reasonAt(reasons, i+1))
-			switch r {
-			case "ConditionalCheckFailed":
-				// Applied before: a redelivery.
+			switch r := code(reasonAt(reasons, i+1)); {
+			case r == "ConditionalCheckFailed":
+				// Applied before: a redelivery. Drop its contribution.
+			case retryable(r):
+				retry = true
+				keep = append(keep, c)
 			default:
 				keep = append(keep, c)
-				if r == "TransactionConflict" || r == "" || r == "None" {
-					retry = true
-				}
 			}
 		}
-		if len(keep) == len(cs) && !retry {
+		switch {
+		case len(keep) < len(cs):
+			// Some records were applied before: try again at once with the rest.
+		case !retry:
 			return 0, fmt.Errorf("counters on %s %s: %w", item.table, item.key, err)
-		}
-		if len(keep) == len(cs) && attempt >= 8 {
-			return 0, fmt.Errorf("counters on %s %s: still contended after %d attempts: %w", item.table, item.key, attempt+1, err)
-		}
-		cs = keep
-		if len(keep) > 0 && retry {
-			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(attempt, 5)))) + time.Millisecond
+		case contended >= maxContended:
+			return 0, fmt.Errorf("counters on %s %s: still contended after %d attempts: %w", item.table, item.key, contended+1, err)
+		default:
+			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 5)))) + time.Millisecond
+			contended++
 			select {
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return 0, fmt.Errorf("counters on %s %s: %w", item.table, item.key, ctx.Err())
 			case <-time.After(d):
 			}
 		}
+		cs = keep
 	}
+	return 0, nil
+}
+
+// retryable reports whether a cancellation reason is contention rather than
+// an answer: another transaction on the item, or throttling.
+func retryable(code string) bool {
+	switch code {
+	case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
+		return true
+	}
+	return false
 }
 
 func code(r types.CancellationReason) string { return aws.ToString(r.Code) }

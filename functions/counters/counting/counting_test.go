@@ -2,6 +2,7 @@ package counting_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
@@ -26,20 +28,65 @@ type fixture struct {
 	db     *dynamodb.Client
 	tables counting.Tables
 	h      *counting.Handler
-	tx     *counted
+	tx     *faulty
 	seq    atomic.Int64
 }
 
-// counted passes transactions to DynamoDB and counts them.
-type counted struct {
+// faulty passes transactions to DynamoDB, counts them, and fails those its
+// fault function picks: before the transaction reaches DynamoDB, or after it
+// committed (a response lost on the way back, a timeout).
+type faulty struct {
 	*dynamodb.Client
 	calls atomic.Int64
+	mu    sync.Mutex
+	fault func(*dynamodb.TransactWriteItemsInput) (fail, afterCommit bool)
 }
 
-func (c *counted) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+var errInjected = errors.New("injected failure")
+
+func (c *faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.mu.Lock()
+	fault := c.fault
+	var fail, after bool
+	if fault != nil {
+		fail, after = fault(in)
+	}
+	c.mu.Unlock()
+	if fail && !after {
+		return nil, errInjected
+	}
 	c.calls.Add(1)
-	return c.Client.TransactWriteItems(ctx, in, opts...)
+	out, err := c.Client.TransactWriteItems(ctx, in, opts...)
+	if fail && err == nil {
+		return nil, fmt.Errorf("%w after commit", errInjected)
+	}
+	return out, err
 }
+
+func (c *faulty) inject(f func(*dynamodb.TransactWriteItemsInput) (fail, afterCommit bool)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fault = f
+}
+
+// counterKeyOf returns the key of the counter item a counters transaction updates.
+func counterKeyOf(in *dynamodb.TransactWriteItemsInput) string {
+	for _, a := range in.TransactItems {
+		if a.Update != nil {
+			for _, v := range a.Update.Key {
+				if s, ok := v.(*types.AttributeValueMemberS); ok {
+					return s.Value
+				}
+			}
+		}
+	}
+	return ""
+}
+
+var (
+	users    = []string{"u1", "u2"}
+	products = []string{"p1", "p2"}
+)
 
 func newFixture(t testing.TB, db *dynamodb.Client, prefix string) *fixture {
 	t.Helper()
@@ -48,12 +95,12 @@ func newFixture(t testing.TB, db *dynamodb.Client, prefix string) *fixture {
 		Orders: names[tables.Orders], Reviews: names[tables.Reviews], Users: names[tables.Users],
 		Products: names[tables.Products], CounterEvents: names[tables.CounterEvents],
 	}}
-	f.tx = &counted{Client: db}
+	f.tx = &faulty{Client: db}
 	f.h = counting.New(counting.Deps{DB: f.tx, Tables: f.tables})
-	for _, u := range []string{"u1", "u2"} {
+	for _, u := range users {
 		f.put(f.tables.Users, map[string]types.AttributeValue{"userId": s(u), "version": n(1)})
 	}
-	for _, p := range []string{"p1", "p2"} {
+	for _, p := range products {
 		f.put(f.tables.Products, map[string]types.AttributeValue{"productId": s(p), "version": n(1)})
 	}
 	return f
@@ -71,6 +118,7 @@ func (f *fixture) put(table string, item map[string]types.AttributeValue) {
 	}
 }
 
+// counters returns the number attributes of a counter item (counters and version).
 func (f *fixture) counters(table, keyName, key string) map[string]int64 {
 	f.t.Helper()
 	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table),
@@ -92,6 +140,26 @@ func (f *fixture) product(id string) map[string]int64 {
 	return f.counters(f.tables.Products, "productId", id)
 }
 
+// snapshot holds every counter item of the fixture, without versions.
+type snapshot map[string]map[string]int64
+
+func (f *fixture) snapshot(withVersion bool) snapshot {
+	f.t.Helper()
+	out := snapshot{}
+	for _, u := range users {
+		out["user "+u] = f.user(u)
+	}
+	for _, p := range products {
+		out["product "+p] = f.product(p)
+	}
+	if !withVersion {
+		for _, m := range out {
+			delete(m, "version")
+		}
+	}
+	return out
+}
+
 func (f *fixture) record(table, name string, old, new map[string]events.DynamoDBAttributeValue) events.DynamoDBEventRecord {
 	seq := f.seq.Add(1)
 	return events.DynamoDBEventRecord{
@@ -102,137 +170,399 @@ func (f *fixture) record(table, name string, old, new map[string]events.DynamoDB
 	}
 }
 
+func ttlRemoval(r events.DynamoDBEventRecord) events.DynamoDBEventRecord {
+	r.UserIdentity = &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"}
+	return r
+}
+
 type line struct {
 	product string
 	qty     int
 }
 
-func orderImage(user, status string, total int64, lines ...line) map[string]events.DynamoDBAttributeValue {
+func orderImage(user, order, status string, total int64, lines ...line) map[string]events.DynamoDBAttributeValue {
 	var ls []events.DynamoDBAttributeValue
 	for _, l := range lines {
 		ls = append(ls, events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{
-			"productId": events.NewStringAttribute(l.product), "quantity": events.NewNumberAttribute(strconv.Itoa(l.qty)),
+			"productId": events.NewStringAttribute(l.product), "productName": events.NewStringAttribute("name of " + l.product),
+			"unitPriceCents": events.NewNumberAttribute("100"), "quantity": events.NewNumberAttribute(strconv.Itoa(l.qty)),
 		}))
 	}
 	return map[string]events.DynamoDBAttributeValue{
-		"userId": events.NewStringAttribute(user), "orderId": events.NewStringAttribute("o-" + status),
+		"userId": events.NewStringAttribute(user), "orderId": events.NewStringAttribute(order),
 		"status": events.NewStringAttribute(status), "totalCents": events.NewNumberAttribute(strconv.FormatInt(total, 10)),
-		"lines": events.NewListAttribute(ls),
+		"lines": events.NewListAttribute(ls), "version": events.NewNumberAttribute("1"),
 	}
 }
 
 func reviewImage(product, user string, rating int) map[string]events.DynamoDBAttributeValue {
 	return map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute(product), "userId": events.NewStringAttribute(user),
-		"rating": events.NewNumberAttribute(strconv.Itoa(rating))}
+		"rating": events.NewNumberAttribute(strconv.Itoa(rating)), "title": events.NewStringAttribute("t")}
 }
 
-func (f *fixture) deliver(recs ...events.DynamoDBEventRecord) events.DynamoDBEventResponse {
+func (f *fixture) handle(recs ...events.DynamoDBEventRecord) []string {
 	f.t.Helper()
 	resp, err := f.h.Handle(context.Background(), events.DynamoDBEvent{Records: recs})
 	if err != nil {
 		f.t.Fatalf("handle: %v", err)
 	}
-	return resp
+	ids := []string{}
+	for _, x := range resp.BatchItemFailures {
+		ids = append(ids, x.ItemIdentifier)
+	}
+	return ids
 }
 
-func want(t *testing.T, what string, got map[string]int64, want map[string]int64) {
-	t.Helper()
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s %s: got %d, want %d (all: %v)", what, k, got[k], v, got)
-		}
+// deliver hands a batch to the handler and expects every record applied.
+func (f *fixture) deliver(recs ...events.DynamoDBEventRecord) {
+	f.t.Helper()
+	if ids := f.handle(recs...); len(ids) != 0 {
+		f.t.Fatalf("batch item failures: got %v, want none", ids)
 	}
 }
 
-func TestOrdersCountOnceHoweverDelivered(t *testing.T) {
-	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	placed := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "PLACED", 1500, line{"p1", 2}, line{"p2", 1}, line{"p1", 1}))
-	placed2 := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "PLACED", 700, line{"p2", 7}))
-	shipped := f.record(f.tables.Orders, "MODIFY", orderImage("u1", "PLACED", 700, line{"p2", 7}), orderImage("u1", "SHIPPED", 700, line{"p2", 7}))
-	cancelled := f.record(f.tables.Orders, "MODIFY", orderImage("u1", "PLACED", 1500, line{"p1", 3}, line{"p2", 1}), orderImage("u1", "CANCELLED", 1500, line{"p1", 3}, line{"p2", 1}))
-	ttl := f.record(f.tables.Orders, "REMOVE", orderImage("u1", "DELIVERED", 700, line{"p2", 7}), nil)
-	ttl.UserIdentity = &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"}
+func seqs(recs ...events.DynamoDBEventRecord) []string {
+	out := []string{}
+	for _, r := range recs {
+		out = append(out, r.Change.SequenceNumber)
+	}
+	return out
+}
 
-	all := []events.DynamoDBEventRecord{placed, placed2, shipped, cancelled, ttl}
-	f.deliver(all...)
-	f.deliver(all...)     // the whole batch again
-	f.deliver(all[2:]...) // a retry after a partial failure at the third record
-	f.deliver(all[:2]...) // bisected halves
-	f.deliver(all[2:]...)
-	f.deliver(cancelled, cancelled) // the cancel twice in one batch
-	want(t, "user", f.user("u1"), map[string]int64{"orderCount": 2, "lifetimeSpendCents": 700})
-	want(t, "p1", f.product("p1"), map[string]int64{"unitsSold": 0})
-	want(t, "p2", f.product("p2"), map[string]int64{"unitsSold": 7})
+// from returns the records from the one with sequence number seq on: what
+// Lambda delivers again after a partial batch response naming seq first.
+func from(recs []events.DynamoDBEventRecord, seq string) []events.DynamoDBEventRecord {
+	for i, r := range recs {
+		if r.Change.SequenceNumber == seq {
+			return recs[i:]
+		}
+	}
+	return nil
+}
+
+// workload is a stream's worth of orders and reviews and what applying each
+// record once leaves on the counters.
+func workload(f *fixture) ([]events.DynamoDBEventRecord, snapshot) {
+	o1 := orderImage("u1", "o1", "PLACED", 1500, line{"p1", 2}, line{"p2", 1})
+	o2 := orderImage("u1", "o2", "PLACED", 700, line{"p2", 7})
+	o3 := orderImage("u2", "o3", "PLACED", 300, line{"p1", 3})
+	recs := []events.DynamoDBEventRecord{
+		f.record(f.tables.Orders, "INSERT", nil, o1),
+		f.record(f.tables.Orders, "INSERT", nil, o2),
+		f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
+		f.record(f.tables.Orders, "MODIFY", o2, orderImage("u1", "o2", "SHIPPED", 700, line{"p2", 7})),
+		f.record(f.tables.Orders, "MODIFY", o1, orderImage("u1", "o1", "CANCELLED", 1500, line{"p1", 2}, line{"p2", 1})),
+		f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u2", 5)),
+		f.record(f.tables.Orders, "INSERT", nil, o3),
+		f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 2)),
+		ttlRemoval(f.record(f.tables.Orders, "REMOVE", orderImage("u1", "o1", "CANCELLED", 1500, line{"p1", 2}, line{"p2", 1}), nil)),
+		f.record(f.tables.Reviews, "REMOVE", reviewImage("p1", "u2", 5), nil),
+		f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u2", 3)),
+		f.record(f.tables.Orders, "MODIFY", orderImage("u1", "o2", "SHIPPED", 700, line{"p2", 7}), orderImage("u1", "o2", "DELIVERED", 700, line{"p2", 7})),
+	}
+	return recs, snapshot{
+		"user u1":    {"orderCount": 2, "lifetimeSpendCents": 700, "reviewCount": 1},
+		"user u2":    {"orderCount": 1, "lifetimeSpendCents": 300, "reviewCount": 1},
+		"product p1": {"unitsSold": 3, "reviewCount": 1, "ratingTotal": 2},
+		"product p2": {"unitsSold": 7, "reviewCount": 1, "ratingTotal": 3},
+	}
+}
+
+// TestRedeliveryIsExact delivers the same records the ways Lambda may, and
+// expects the counters each record applied once gives.
+func TestRedeliveryIsExact(t *testing.T) {
+	type batches func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord
+	tests := []struct {
+		name    string
+		batches batches
+	}{
+		{"once", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			return [][]events.DynamoDBEventRecord{r}
+		}},
+		{"whole batch twice (a timeout)", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			return [][]events.DynamoDBEventRecord{r, r}
+		}},
+		{"retry from the fifth record after a partial failure", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			return [][]events.DynamoDBEventRecord{r, r[4:]}
+		}},
+		{"bisected and retried in halves", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			h := len(r) / 2
+			return [][]events.DynamoDBEventRecord{r, r[:h], r[h:]}
+		}},
+		{"bisected twice, each half again", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			h, q := len(r)/2, len(r)/4
+			return [][]events.DynamoDBEventRecord{r[:h], r[:q], r[q:h], r[q:h], r[h:], r[h:]}
+		}},
+		{"one record per batch, each twice", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			var out [][]events.DynamoDBEventRecord
+			for i := range r {
+				out = append(out, r[i:i+1], r[i:i+1])
+			}
+			return out
+		}},
+		{"overlapping windows", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			return [][]events.DynamoDBEventRecord{r[:5], r[3:9], r[2:], r[7:]}
+		}},
+		{"the cancel twice in one batch", func(r []events.DynamoDBEventRecord) [][]events.DynamoDBEventRecord {
+			withCopy := append(append([]events.DynamoDBEventRecord{}, r[:5]...), r[4])
+			return [][]events.DynamoDBEventRecord{withCopy, r[5:], r[4:5]}
+		}},
+	}
+	db, prefixes := stacktest.DynamoDB(t), make([]string, len(tests))
+	for i := range tests {
+		prefixes[i] = stacktest.Tables(t)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, db, prefixes[i])
+			recs, want := workload(f)
+			for _, b := range tt.batches(recs) {
+				f.deliver(b...)
+			}
+			if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+				t.Errorf("counters (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestRedeliveryChangesNothing: a batch already applied writes nothing, not
+// even a version.
+func TestRedeliveryChangesNothing(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	recs, _ := workload(f)
+	f.deliver(recs...)
+	before, calls := f.snapshot(true), f.tx.calls.Load()
+	f.deliver(recs...)
+	if d := cmp.Diff(before, f.snapshot(true)); d != "" {
+		t.Errorf("after redelivery (-before +after):\n%s", d)
+	}
+	// One refused transaction per counter item: the markers answer.
+	if got, want := f.tx.calls.Load()-calls, int64(len(users)+len(products)); got != want {
+		t.Errorf("transactions for a redelivered batch: got %d, want %d", got, want)
+	}
+}
+
+func TestTTLRemovalChangesNothing(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	placed := orderImage("u1", "o1", "PLACED", 1500, line{"p1", 2})
+	f.deliver(f.record(f.tables.Orders, "INSERT", nil, placed))
+	before, calls := f.snapshot(true), f.tx.calls.Load()
+	for _, status := range []string{"DELIVERED", "CANCELLED", "PLACED"} {
+		f.deliver(ttlRemoval(f.record(f.tables.Orders, "REMOVE", orderImage("u1", "o1", status, 1500, line{"p1", 2}), nil)))
+	}
+	if d := cmp.Diff(before, f.snapshot(true)); d != "" {
+		t.Errorf("after TTL removals (-before +after):\n%s", d)
+	}
+	if got := f.tx.calls.Load() - calls; got != 0 {
+		t.Errorf("transactions for TTL removals: got %d, want 0", got)
+	}
+}
+
+// TestFailuresThenRedelivery fails the transaction of one counter item, before
+// or after it commits, and then redelivers as Lambda does: from the lowest
+// failed sequence number on.
+func TestFailuresThenRedelivery(t *testing.T) {
+	tests := []struct {
+		name        string
+		item        string
+		afterCommit bool
+		times       int
+		failed      []int
+	}{
+		// In workload, p2 is counted by records 0, 1, 4 and 10; u2 by 5, 6, 9 and 10.
+		{"p2 refused", "p2", false, 1, []int{0, 1, 4, 10}},
+		{"p2 committed, answer lost", "p2", true, 1, []int{0, 1, 4, 10}},
+		{"u2 refused twice", "u2", false, 2, []int{5, 6, 9, 10}},
+		{"u2 committed, answer lost", "u2", true, 1, []int{5, 6, 9, 10}},
+	}
+	db, prefixes := stacktest.DynamoDB(t), make([]string, len(tests))
+	for i := range tests {
+		prefixes[i] = stacktest.Tables(t)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, db, prefixes[i])
+			recs, want := workload(f)
+			left := tt.times
+			f.tx.inject(func(in *dynamodb.TransactWriteItemsInput) (bool, bool) {
+				if counterKeyOf(in) == tt.item && left > 0 {
+					left--
+					return true, tt.afterCommit
+				}
+				return false, false
+			})
+			batch := recs
+			for attempt := 0; ; attempt++ {
+				got := f.handle(batch...)
+				if attempt == 0 {
+					var wantFailed []events.DynamoDBEventRecord
+					for _, i := range tt.failed {
+						wantFailed = append(wantFailed, recs[i])
+					}
+					if d := cmp.Diff(seqs(wantFailed...), got); d != "" {
+						t.Errorf("failed records (-want +got):\n%s", d)
+					}
+				}
+				if len(got) == 0 {
+					break
+				}
+				if attempt > tt.times {
+					t.Fatalf("still failing after %d redeliveries: %v", attempt, got)
+				}
+				batch = from(recs, got[0])
+			}
+			if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+				t.Errorf("counters (-want +got):\n%s", d)
+			}
+		})
+	}
 }
 
 func TestConcurrentBatchesOnOneCounterItem(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	const shards, perShard = 6, 15
 	var recs []events.DynamoDBEventRecord
-	for i := 0; i < 40; i++ {
-		recs = append(recs, f.record(f.tables.Orders, "INSERT", nil, orderImage("u2", "PLACED", 100, line{"p1", 1})))
+	for i := 0; i < shards*perShard; i++ {
+		recs = append(recs, f.record(f.tables.Orders, "INSERT", nil, orderImage("u2", fmt.Sprintf("o%d", i), "PLACED", 100, line{"p1", 1})))
 	}
 	var wg sync.WaitGroup
-	for shard := 0; shard < 4; shard++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			part := recs[shard*10 : shard*10+10]
-			for r := 0; r < 2; r++ { // each shard's batch delivered twice
-				resp, err := f.h.Handle(context.Background(), events.DynamoDBEvent{Records: part})
+	for shard := 0; shard < shards; shard++ {
+		part := recs[shard*perShard : (shard+1)*perShard]
+		// Each shard's batch twice at once (a duplicate in flight), then its halves.
+		for _, b := range [][]events.DynamoDBEventRecord{part, part, part[:perShard/2], part[perShard/2:]} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := f.h.Handle(context.Background(), events.DynamoDBEvent{Records: b})
 				if err != nil || len(resp.BatchItemFailures) != 0 {
-					t.Errorf("shard %d: got %v, %v", shard, resp.BatchItemFailures, err)
+					t.Errorf("shard %d: got %v, %v; want no failure", shard, resp.BatchItemFailures, err)
 				}
-			}
-		}()
+			}()
+		}
 	}
 	wg.Wait()
-	want(t, "user", f.user("u2"), map[string]int64{"orderCount": 40, "lifetimeSpendCents": 4000})
-	want(t, "p1", f.product("p1"), map[string]int64{"unitsSold": 40})
+	want := snapshot{
+		"user u1": {}, "user u2": {"orderCount": shards * perShard, "lifetimeSpendCents": 100 * shards * perShard},
+		"product p1": {"unitsSold": shards * perShard}, "product p2": {},
+	}
+	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
+	}
 }
 
 func TestReviews(t *testing.T) {
-	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	ins := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4))
-	ins2 := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u2", 5))
-	mod := f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 2))
-	del := f.record(f.tables.Reviews, "REMOVE", reviewImage("p1", "u2", 5), nil)
-	f.deliver(ins, ins2, mod)
-	f.deliver(mod, ins)
-	want(t, "p1", f.product("p1"), map[string]int64{"reviewCount": 2, "ratingTotal": 7})
-	want(t, "u1", f.user("u1"), map[string]int64{"reviewCount": 1})
-	f.deliver(del, del)
-	want(t, "p1 after delete", f.product("p1"), map[string]int64{"reviewCount": 1, "ratingTotal": 2})
-	want(t, "u2 after delete", f.user("u2"), map[string]int64{"reviewCount": 0})
+	tests := []struct {
+		name string
+		recs func(f *fixture) []events.DynamoDBEventRecord
+		want snapshot
+	}{
+		{"created", func(f *fixture) []events.DynamoDBEventRecord {
+			return []events.DynamoDBEventRecord{f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4))}
+		}, snapshot{"user u1": {"reviewCount": 1}, "user u2": {}, "product p1": {"reviewCount": 1, "ratingTotal": 4}, "product p2": {}}},
+		{"replaced with another rating", func(f *fixture) []events.DynamoDBEventRecord {
+			return []events.DynamoDBEventRecord{
+				f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
+				f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 1)),
+			}
+		}, snapshot{"user u1": {"reviewCount": 1}, "user u2": {}, "product p1": {"reviewCount": 1, "ratingTotal": 1}, "product p2": {}}},
+		{"replaced with the same rating", func(f *fixture) []events.DynamoDBEventRecord {
+			return []events.DynamoDBEventRecord{
+				f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
+				f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 4)),
+			}
+		}, snapshot{"user u1": {"reviewCount": 1}, "user u2": {}, "product p1": {"reviewCount": 1, "ratingTotal": 4}, "product p2": {}}},
+		{"deleted", func(f *fixture) []events.DynamoDBEventRecord {
+			return []events.DynamoDBEventRecord{
+				f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
+				f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u2", 5)),
+				f.record(f.tables.Reviews, "REMOVE", reviewImage("p1", "u1", 4), nil),
+			}
+		}, snapshot{"user u1": {"reviewCount": 0}, "user u2": {"reviewCount": 1}, "product p1": {"reviewCount": 1, "ratingTotal": 5}, "product p2": {}}},
+	}
+	db, prefixes := stacktest.DynamoDB(t), make([]string, len(tests))
+	for i := range tests {
+		prefixes[i] = stacktest.Tables(t)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, db, prefixes[i])
+			recs := tt.recs(f)
+			for _, r := range recs { // one record per batch, then all again
+				f.deliver(r)
+			}
+			f.deliver(recs...)
+			if d := cmp.Diff(tt.want, f.snapshot(false)); d != "" {
+				t.Errorf("counters (-want +got):\n%s", d)
+			}
+		})
+	}
 }
 
 func TestEachCounterWriteBumpsVersionOncePerBatch(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
 	var recs []events.DynamoDBEventRecord
 	for i := 0; i < 5; i++ {
-		recs = append(recs, f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", fmt.Sprintf("x%d", i), 3)))
+		recs = append(recs, f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u1", 3)))
 	}
 	f.deliver(recs...)
-	want(t, "p2", f.product("p2"), map[string]int64{"reviewCount": 5, "version": 2})
+	got := f.product("p2")
+	if got["reviewCount"] != 5 || got["version"] != 2 {
+		t.Errorf("p2: got %v, want reviewCount 5 and version 2", got)
+	}
 }
 
-func TestMalformedAndUnknownRecords(t *testing.T) {
+func TestMalformedRecordsFailAlone(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	good := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 3))
-	bad := f.record(f.tables.Reviews, "INSERT", nil, map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute("p1"), "rating": events.NewStringAttribute("five")})
-	stranger := f.record("some-other-table", "INSERT", nil, reviewImage("p1", "u1", 3))
-	ghost := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("no-such-product", "u1", 3))
-	resp := f.deliver(good, bad, stranger, ghost)
-	var ids []string
-	for _, x := range resp.BatchItemFailures {
-		ids = append(ids, x.ItemIdentifier)
+	malformed := map[string]events.DynamoDBEventRecord{
+		"rating not a number":      f.record(f.tables.Reviews, "INSERT", nil, map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute("p1"), "userId": events.NewStringAttribute("u1"), "rating": events.NewStringAttribute("five")}),
+		"rating out of range":      f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 6)),
+		"review without old image": f.record(f.tables.Reviews, "REMOVE", nil, nil),
+		"order without lines":      f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 100)),
+		"order line of quantity 0": f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 100, line{"p1", 0})),
+		"order without new image":  f.record(f.tables.Orders, "INSERT", nil, nil),
+		"a zero attribute value":   f.record(f.tables.Orders, "INSERT", nil, map[string]events.DynamoDBAttributeValue{"userId": {}}),
+		"a table not followed":     f.record("carts", "INSERT", nil, reviewImage("p1", "u1", 3)),
+		"unknown event name":       f.record(f.tables.Reviews, "UPSERT", nil, reviewImage("p1", "u1", 3)),
 	}
-	if got, wantIDs := fmt.Sprint(ids), fmt.Sprint([]string{bad.Change.SequenceNumber, stranger.Change.SequenceNumber}); got != wantIDs {
-		t.Errorf("failures: got %v, want %v (by sequence number)", got, wantIDs)
+	noID := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 3))
+	noID.EventID = ""
+	malformed["no eventID"] = noID
+	for name, bad := range malformed {
+		t.Run(name, func(t *testing.T) {
+			good := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u2", 3))
+			before := f.product("p2")["reviewCount"]
+			if d := cmp.Diff(seqs(bad), f.handle(good, bad)); d != "" {
+				t.Errorf("failed records (-want +got):\n%s", d)
+			}
+			if got := f.product("p2")["reviewCount"]; got != before+1 {
+				t.Errorf("the good record of the batch: got reviewCount %d, want %d", got, before+1)
+			}
+		})
 	}
-	want(t, "p1", f.product("p1"), map[string]int64{"reviewCount": 1})
-	out, _ := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s("no-such-product")}})
+	if got := f.product("p1"); got["reviewCount"] != 0 || got["unitsSold"] != 0 {
+		t.Errorf("p1 after malformed records: got %v, want no counts", got)
+	}
+}
+
+// TestMissingCounterItem: a record on a product that does not exist (deleted)
+// is applied to the items that do exist, creates no phantom and fails nothing.
+func TestMissingCounterItem(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	rec := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 500, line{"gone", 2}, line{"p1", 3}))
+	f.deliver(rec, f.record(f.tables.Reviews, "INSERT", nil, reviewImage("gone", "u2", 4)))
+	f.deliver(rec)
+	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s("gone")}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if out.Item != nil {
 		t.Errorf("a counter created a phantom product: %v", out.Item)
+	}
+	want := snapshot{"user u1": {"orderCount": 1, "lifetimeSpendCents": 500}, "user u2": {"reviewCount": 1},
+		"product p1": {"unitsSold": 3}, "product p2": {}}
+	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
 	}
 }
 
@@ -242,45 +572,17 @@ func TestThrottlingFailsRecordsThenRedeliveryIsExact(t *testing.T) {
 	f := newFixture(t, st.DynamoDB(), prefix)
 	// Retries of the SDK's standard retryer are exhausted before the fault is.
 	remove := st.Front.InjectFault(ddbfront.Fault{Table: f.tables.Users, Operation: "TransactWriteItems", Code: "ThrottlingException"})
-	rec := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "PLACED", 900, line{"p1", 3}))
-	resp := f.deliver(rec)
-	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != rec.Change.SequenceNumber {
-		t.Fatalf("under throttling: got %v, want the record failed", resp.BatchItemFailures)
+	rec := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 900, line{"p1", 3}))
+	if d := cmp.Diff(seqs(rec), f.handle(rec)); d != "" {
+		t.Fatalf("under throttling, failed records (-want +got):\n%s", d)
 	}
-	want(t, "p1 (its own item was not throttled)", f.product("p1"), map[string]int64{"unitsSold": 3})
+	if got := f.product("p1")["unitsSold"]; got != 3 {
+		t.Errorf("p1 (its own item was not throttled): got unitsSold %d, want 3", got)
+	}
 	remove()
-	if resp := f.deliver(rec); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("after the fault: got %v, want none", resp.BatchItemFailures)
-	}
-	want(t, "user", f.user("u1"), map[string]int64{"orderCount": 1, "lifetimeSpendCents": 900})
-	want(t, "p1", f.product("p1"), map[string]int64{"unitsSold": 3})
-}
-
-// BenchmarkSkewedBatches: 1,000 order records over 10 products, batches of 100.
-func BenchmarkSkewedBatches(b *testing.B) {
-	db := stacktest.DynamoDB(b)
-	for i := 0; i < b.N; i++ {
-		f := newFixture(b, db, stacktest.Tables(b))
-		for p := 0; p < 10; p++ {
-			f.put(f.tables.Products, map[string]types.AttributeValue{"productId": s(fmt.Sprintf("sku-%d", p)), "version": n(1)})
-		}
-		var batches, records int
-		before := f.tx.calls.Load()
-		for batch := 0; batch < 10; batch++ {
-			var recs []events.DynamoDBEventRecord
-			for r := 0; r < 100; r++ {
-				sku := fmt.Sprintf("sku-%d", (r*r+batch)%10)
-				if r%3 == 0 {
-					sku = "sku-0" // a best seller
-				}
-				recs = append(recs, f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "PLACED", 100, line{sku, 1})))
-			}
-			f.deliver(recs...)
-			batches++
-			records += len(recs)
-		}
-		writes := f.tx.calls.Load() - before
-		b.ReportMetric(float64(records)/float64(batches), "records/batch")
-		b.ReportMetric(float64(writes)/float64(batches), "counter-writes/batch")
+	f.deliver(rec)
+	want := snapshot{"user u1": {"orderCount": 1, "lifetimeSpendCents": 900}, "user u2": {}, "product p1": {"unitsSold": 3}, "product p2": {}}
+	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
 	}
 }
