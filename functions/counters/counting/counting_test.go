@@ -25,6 +25,7 @@ import (
 
 type fixture struct {
 	t      testing.TB
+	prefix string
 	db     *dynamodb.Client
 	tables counting.Tables
 	h      *counting.Handler
@@ -91,7 +92,7 @@ var (
 func newFixture(t testing.TB, db *dynamodb.Client, prefix string) *fixture {
 	t.Helper()
 	names := tables.Names(prefix)
-	f := &fixture{t: t, db: db, tables: counting.Tables{
+	f := &fixture{t: t, prefix: prefix, db: db, tables: counting.Tables{
 		Orders: names[tables.Orders], Reviews: names[tables.Reviews], Users: names[tables.Users],
 		Products: names[tables.Products], CounterEvents: names[tables.CounterEvents],
 	}}
