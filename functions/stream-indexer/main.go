@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -30,25 +33,9 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	url := getenv("SEARCH_URL")
-	if url == "" {
-		return errors.New("config: SEARCH_URL is not set")
-	}
-	// Requests are SigV4-signed for Amazon OpenSearch Service; the local
-	// search service ignores the signature.
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	client, err := searchClient(ctx, getenv)
 	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
-	}
-	signer, err := requestsigner.NewSignerWithService(awsCfg, "es")
-	if err != nil {
-		return fmt.Errorf("sigv4 signer: %w", err)
-	}
-	osCfg := opensearch.Config{Addresses: []string{url}, Signer: signer,
-		Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second}}
-	client, err := opensearchapi.NewClient(opensearchapi.Config{Client: osCfg})
-	if err != nil {
-		return fmt.Errorf("search client: %w", err)
+		return err
 	}
 	logger := lambdacontext.NewLogger()
 	h := indexing.New(indexing.Deps{
@@ -58,4 +45,51 @@ func run(ctx context.Context, getenv func(string) string) error {
 	})
 	lambda.StartHandlerFunc(h.Handle)
 	return nil
+}
+
+// searchClient connects to SEARCH_URL. Requests are SigV4-signed for Amazon
+// OpenSearch Service: when SEARCH_SIGV4 says so, or, when it is unset, when the
+// endpoint is an AWS one. The local search service gets plain HTTP.
+func searchClient(ctx context.Context, getenv func(string) string) (*opensearchapi.Client, error) {
+	endpoint := getenv("SEARCH_URL")
+	if endpoint == "" {
+		return nil, errors.New("config: SEARCH_URL is not set")
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("config: SEARCH_URL %q is not a URL", endpoint)
+	}
+	sign, err := signs(u, getenv("SEARCH_SIGV4"))
+	if err != nil {
+		return nil, err
+	}
+	osCfg := opensearch.Config{Addresses: []string{endpoint},
+		Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second}}
+	if sign {
+		awsCfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("aws config: %w", err)
+		}
+		if osCfg.Signer, err = requestsigner.NewSignerWithService(awsCfg, "es"); err != nil {
+			return nil, fmt.Errorf("sigv4 signer: %w", err)
+		}
+	}
+	client, err := opensearchapi.NewClient(opensearchapi.Config{Client: osCfg})
+	if err != nil {
+		return nil, fmt.Errorf("search client: %w", err)
+	}
+	return client, nil
+}
+
+// signs decides whether requests to u are signed: flag (SEARCH_SIGV4) when set,
+// else whether u is an AWS endpoint.
+func signs(u *url.URL, flag string) (bool, error) {
+	if flag == "" {
+		return strings.HasSuffix(u.Hostname(), ".amazonaws.com"), nil
+	}
+	sign, err := strconv.ParseBool(flag)
+	if err != nil {
+		return false, fmt.Errorf("config: SEARCH_SIGV4 %q is not a boolean", flag)
+	}
+	return sign, nil
 }
