@@ -71,10 +71,8 @@ type group struct {
 // Handle archives the TTL removals of a batch.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	start := time.Now()
-	var resp events.DynamoDBEventResponse
-	fail := func(i int) {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
-	}
+	var failed []int // record positions
+	fail := func(i int) { failed = append(failed, i) }
 	groups := map[string]*group{}
 	var order []string
 	archived := 0
@@ -121,11 +119,15 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		archived += len(g.lines)
 		h.deps.Logger.InfoContext(ctx, "archived", "table", g.table, "key", key, "count", len(g.lines))
 	}
-	sort.Slice(resp.BatchItemFailures, func(a, b int) bool {
-		return resp.BatchItemFailures[a].ItemIdentifier < resp.BatchItemFailures[b].ItemIdentifier
-	})
+	// Failures in stream order: sequence numbers vary in length, so they do
+	// not sort as strings.
+	sort.Ints(failed)
+	var resp events.DynamoDBEventResponse
+	for _, i := range failed {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
+	}
 	if h.deps.Reporter != nil {
-		h.deps.Reporter.Batch(ctx, ev, len(resp.BatchItemFailures), time.Since(start), "archived", archived, "objects", len(order))
+		h.deps.Reporter.Batch(ctx, ev, len(failed), time.Since(start), "archived", archived, "objects", len(order))
 	}
 	return resp, nil
 }
@@ -175,6 +177,10 @@ func toLine(rec events.DynamoDBEventRecord, table string) (Line, error) {
 	}
 	if len(item) == 0 {
 		return Line{}, fmt.Errorf("removal without its old image")
+	}
+	if rec.Change.ApproximateCreationDateTime.IsZero() {
+		// The removal's date names the object; without it the record cannot be filed.
+		return Line{}, fmt.Errorf("removal without its approximate creation time")
 	}
 	return Line{EventID: rec.EventID, Table: table, Keys: plainMap(keys), Item: plainMap(item),
 		RemovedAt: rec.Change.ApproximateCreationDateTime.UTC().Format(time.RFC3339)}, nil

@@ -187,3 +187,43 @@ func BenchmarkArchive(b *testing.B) {
 	b.ReportMetric(float64(len(list.Contents))/float64(b.N), "objects/1000")
 	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/1000")
 }
+
+func TestMalformedRemovalsAreItemFailuresInStreamOrder(t *testing.T) {
+	h, c := setup(t)
+	k, i := order("o-good")
+	good := removal("x-orders", true, k, i)
+	noImage := removal("x-orders", true, k, nil)
+	noImage.Change.SequenceNumber = "99"
+	noTime := removal("x-carts", true, k, i)
+	noTime.Change.SequenceNumber = "100"
+	noTime.Change.ApproximateCreationDateTime = events.SecondsEpochTime{}
+	bad := removal("x-orders", true, k, map[string]events.DynamoDBAttributeValue{"orderId": {}})
+	bad.Change.SequenceNumber = "101"
+	tests := []struct {
+		name string
+		recs []events.DynamoDBEventRecord
+		want []string
+	}{
+		{"each alone", []events.DynamoDBEventRecord{noImage}, []string{"99"}},
+		{"stream order, not string order", []events.DynamoDBEventRecord{noImage, good, noTime, bad}, []string{"99", "100", "101"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := handle(t, h, tt.recs...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("failures: got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	var lines int
+	for _, ls := range objects(t, c) {
+		for _, l := range ls {
+			if l["eventId"] != good.EventID {
+				t.Errorf("archived %v, want only %s", l["eventId"], good.EventID)
+			}
+			lines++
+		}
+	}
+	if lines != 1 {
+		t.Errorf("archived lines: got %d, want 1", lines)
+	}
+}
