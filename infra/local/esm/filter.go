@@ -14,7 +14,46 @@ func parsePattern(s string) (pattern, error) {
 	if err := json.Unmarshal([]byte(s), &p); err != nil {
 		return nil, fmt.Errorf("filter pattern %s: %w", s, err)
 	}
+	if err := validate(p, ""); err != nil {
+		return nil, fmt.Errorf("filter pattern %s: %w", s, err)
+	}
 	return p, nil
+}
+
+// validate rejects what Lambda rejects when a mapping is created: a leaf that
+// is not a list of values and operators, an unknown operator.
+func validate(p map[string]any, path string) error {
+	if len(p) == 0 {
+		return fmt.Errorf("%sempty object", path)
+	}
+	for k, cond := range p {
+		switch c := cond.(type) {
+		case map[string]any:
+			if err := validate(c, path+k+"."); err != nil {
+				return err
+			}
+		case []any:
+			for _, x := range c {
+				op, ok := x.(map[string]any)
+				if !ok {
+					continue
+				}
+				if len(op) != 1 {
+					return fmt.Errorf("%s%s: one operator per object", path, k)
+				}
+				for name := range op {
+					switch name {
+					case "exists", "prefix", "suffix", "equals-ignore-case", "anything-but", "numeric":
+					default:
+						return fmt.Errorf("%s%s: unknown operator %q", path, k, name)
+					}
+				}
+			}
+		default:
+			return fmt.Errorf("%s%s: a value must be in a list", path, k)
+		}
+	}
+	return nil
 }
 
 // match applies Lambda's filter semantics: every key of the pattern must match;
@@ -26,8 +65,10 @@ func matchObject(p map[string]any, event map[string]any) bool {
 		v, present := event[k]
 		switch c := cond.(type) {
 		case map[string]any:
-			sub, ok := v.(map[string]any)
-			if !ok || !matchObject(c, sub) {
+			// A missing object has only missing fields: {"exists": false}
+			// below it matches.
+			sub, _ := v.(map[string]any)
+			if !matchObject(c, sub) {
 				return false
 			}
 		case []any:
@@ -57,13 +98,20 @@ func matchOne(cond, v any, present bool) bool {
 			case "exists":
 				want, _ := arg.(bool)
 				return present == want
-			case "prefix":
-				s, ok := v.(string)
-				pre, _ := arg.(string)
-				return present && ok && strings.HasPrefix(s, pre)
+			case "prefix", "suffix", "equals-ignore-case":
+				return present && matchString(name, arg, v)
 			case "anything-but":
 				if !present {
 					return false
+				}
+				if inner, ok := arg.(map[string]any); ok {
+					// {"anything-but": {"prefix": "x"}}: a string that does not match.
+					for op, x := range inner {
+						if _, isStr := v.(string); !isStr || matchString(op, x, v) {
+							return false
+						}
+					}
+					return true
 				}
 				list, ok := arg.([]any)
 				if !ok {
@@ -85,6 +133,33 @@ func matchOne(cond, v any, present bool) bool {
 		return false
 	}
 	return equal(cond, v)
+}
+
+// matchString applies a string operator (prefix, suffix, equals-ignore-case);
+// an event array matches when any element does.
+func matchString(op string, arg, v any) bool {
+	if arr, ok := v.([]any); ok {
+		for _, e := range arr {
+			if matchString(op, arg, e) {
+				return true
+			}
+		}
+		return false
+	}
+	s, ok := v.(string)
+	want, isStr := arg.(string)
+	if !ok || !isStr {
+		return false
+	}
+	switch op {
+	case "prefix":
+		return strings.HasPrefix(s, want)
+	case "suffix":
+		return strings.HasSuffix(s, want)
+	case "equals-ignore-case":
+		return strings.EqualFold(s, want)
+	}
+	return false
 }
 
 // equal compares a pattern literal with an event value; an event array

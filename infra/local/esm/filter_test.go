@@ -43,6 +43,20 @@ func TestFilterPatterns(t *testing.T) {
 		{"not exists", `{"userIdentity":[{"exists":false}]}`, userDelete, true},
 		{"numeric on a number string", `{"dynamodb":{"NewImage":{"n":{"N":[{"numeric":[">",3,"<=",5]}]}}}}`, ttl, true},
 		{"case matters", `{"userIdentity":{"type":["service"]}}`, ttl, false},
+		{"not exists below a missing object", `{"userIdentity":{"type":[{"exists":false}]}}`, userDelete, true},
+		{"not exists below a present object", `{"userIdentity":{"type":[{"exists":false}]}}`, ttl, false},
+		{"missing object", `{"userIdentity":{"type":["Service"]}}`, userDelete, false},
+		{"equality list, any", `{"dynamodb":{"NewImage":{"status":{"S":["SHIPPED","PLACED"]}}}}`, insert, true},
+		{"number literal never equals a string", `{"dynamodb":{"NewImage":{"n":{"N":[5]}}}}`, ttl, false},
+		{"every key must match", `{"eventName":["REMOVE"],"dynamodb":{"NewImage":{"status":{"S":["SHIPPED"]}}}}`, ttl, false},
+		{"suffix", `{"dynamodb":{"NewImage":{"status":{"S":[{"suffix":"CED"}]}}}}`, insert, true},
+		{"equals-ignore-case", `{"eventName":[{"equals-ignore-case":"insert"}]}`, insert, true},
+		{"anything-but a single value", `{"eventName":[{"anything-but":"INSERT"}]}`, insert, false},
+		{"anything-but a prefix", `{"eventName":[{"anything-but":{"prefix":"IN"}}]}`, userDelete, true},
+		{"anything-but a prefix, no", `{"eventName":[{"anything-but":{"prefix":"IN"}}]}`, insert, false},
+		{"anything-but, absent field", `{"userIdentity":{"type":[{"anything-but":["User"]}]}}`, userDelete, false},
+		{"numeric out of range", `{"dynamodb":{"NewImage":{"n":{"N":[{"numeric":[">",5]}]}}}}`, ttl, false},
+		{"value or operator", `{"eventName":["MODIFY",{"prefix":"INS"}]}`, insert, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,5 +68,29 @@ func TestFilterPatterns(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestInvalidPatternsAreRejected(t *testing.T) {
+	tests := []struct{ name, pattern string }{
+		{"not json", `{"eventName":`},
+		{"bare value", `{"eventName":"INSERT"}`},
+		{"unknown operator", `{"eventName":[{"contains":"IN"}]}`},
+		{"two operators in one object", `{"eventName":[{"prefix":"I","suffix":"T"}]}`},
+		{"empty object", `{"dynamodb":{}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := parsePattern(tt.pattern); err == nil {
+				t.Errorf("got no error, want one")
+			}
+		})
+	}
+	for _, m := range wiring.Mappings() {
+		for _, f := range m.Filters {
+			if _, err := parsePattern(f); err != nil {
+				t.Errorf("wiring %s: %v", m.Name, err)
+			}
+		}
 	}
 }
