@@ -587,3 +587,42 @@ func TestThrottlingFailsRecordsThenRedeliveryIsExact(t *testing.T) {
 		t.Errorf("counters (-want +got):\n%s", d)
 	}
 }
+
+// TestSameSequenceNumberOnTwoShards: sequence numbers are unique only within
+// a shard, so two records that share one are still two records.
+func TestSameSequenceNumberOnTwoShards(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	a := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4))
+	b := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u2", 2))
+	b.Change.SequenceNumber = a.Change.SequenceNumber
+	f.deliver(a)
+	f.deliver(b)
+	if got := f.product("p1"); got["reviewCount"] != 2 || got["ratingTotal"] != 6 {
+		t.Errorf("p1: got %v, want reviewCount 2 and ratingTotal 6", got)
+	}
+}
+
+// TestMarkersOutliveStreamRecords: a marker expires after a stream record
+// can last be delivered (24 h), so no redelivery finds it gone.
+func TestMarkersOutliveStreamRecords(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	start := time.Now()
+	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)))
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(out.Items), 2; got != want {
+		t.Fatalf("markers: got %d, want %d (one per counter item the record changed)", got, want)
+	}
+	for _, m := range out.Items {
+		exp, ok := m["expiresAt"].(*types.AttributeValueMemberN)
+		if !ok {
+			t.Fatalf("marker %v: no expiresAt number", m)
+		}
+		at, _ := strconv.ParseInt(exp.Value, 10, 64)
+		if min := start.Add(24 * time.Hour).Unix(); at <= min {
+			t.Errorf("marker expiresAt: got %d, want after %d", at, min)
+		}
+	}
+}
