@@ -8,6 +8,8 @@ package esm
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -32,10 +35,30 @@ type Invoker interface {
 	Handle(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
 }
 
+// InvokerFunc lets a plain function be an Invoker.
+type InvokerFunc func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+
+// Handle calls f.
+func (f InvokerFunc) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	return f(ctx, ev)
+}
+
+// TableDescriber finds a table's latest stream (*dynamodb.Client is one).
+type TableDescriber interface {
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// StreamReader reads a stream (*dynamodbstreams.Client is one).
+type StreamReader interface {
+	DescribeStream(context.Context, *dynamodbstreams.DescribeStreamInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(context.Context, *dynamodbstreams.GetShardIteratorInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(context.Context, *dynamodbstreams.GetRecordsInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
 // Config configures the poller.
 type Config struct {
-	DynamoDB    *dynamodb.Client
-	Streams     *dynamodbstreams.Client
+	DynamoDB    TableDescriber
+	Streams     StreamReader
 	TablePrefix string
 	Mappings    []wiring.Mapping
 	// Functions maps a function name (wiring.Counters, …) to its handler.
@@ -247,10 +270,15 @@ type runner struct {
 	filters []pattern
 	shards  map[string]*shard
 	arn     string
+	// listed is true once the stream's shards were first listed: shards
+	// that appear later are read from their start, whatever the mapping's
+	// starting position, as Lambda reads child shards.
+	listed bool
 }
 
 type shard struct {
 	id       string
+	position streamtypes.ShardIteratorType
 	iterator *string
 	closed   bool
 	buffer   []pending
@@ -299,7 +327,7 @@ func (r *runner) poll(ctx context.Context) error {
 		return fmt.Errorf("table %s has no stream", table)
 	}
 	if arn != r.arn {
-		r.arn, r.shards = arn, map[string]*shard{}
+		r.arn, r.shards, r.listed = arn, map[string]*shard{}, false
 	}
 	var list []streamtypes.Shard
 	var start *string
@@ -314,6 +342,17 @@ func (r *runner) poll(ctx context.Context) error {
 		}
 		start = out.StreamDescription.LastEvaluatedShardId
 	}
+	for _, sh := range list {
+		id := aws.ToString(sh.ShardId)
+		if r.shards[id] == nil {
+			s := &shard{id: id, position: streamtypes.ShardIteratorType(r.m.StartingPosition)}
+			if r.listed {
+				s.position = streamtypes.ShardIteratorTypeTrimHorizon
+			}
+			r.shards[id] = s
+		}
+	}
+	r.listed = true
 	quiet := true
 	for _, sh := range list {
 		id := aws.ToString(sh.ShardId)
@@ -323,10 +362,6 @@ func (r *runner) poll(ctx context.Context) error {
 			}
 		}
 		s := r.shards[id]
-		if s == nil {
-			s = &shard{id: id}
-			r.shards[id] = s
-		}
 		read, err := r.read(ctx, s)
 		if err != nil {
 			return err
@@ -363,7 +398,7 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 	key := r.m.Name + "/" + s.id
 	if s.iterator == nil {
 		in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(r.arn), ShardId: aws.String(s.id),
-			ShardIteratorType: streamtypes.ShardIteratorType(r.m.StartingPosition)}
+			ShardIteratorType: s.position}
 		if last := r.p.checkpoint(key); last != "" {
 			in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(last)
 		}
@@ -505,9 +540,12 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, string) {
 		ev.Records[i] = x.rec
 	}
 	start := time.Now()
-	resp, err := r.safeHandle(ctx, ev)
+	// The function sees a Lambda context, so its logger carries a request id.
+	lc := &lambdacontext.LambdaContext{AwsRequestID: requestID(),
+		InvokedFunctionArn: "arn:aws:lambda:us-east-1:000000000000:function:" + r.m.Function}
+	resp, err := r.safeHandle(lambdacontext.NewContext(ctx, lc), ev)
 	if err != nil {
-		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
+		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "requestId", lc.AwsRequestID, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
 		return 0, err.Error()
 	}
 	if !r.m.ReportBatchItemFailures || len(resp.BatchItemFailures) == 0 {
@@ -531,6 +569,15 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, string) {
 		}
 	}
 	return first, "partial batch failure"
+}
+
+// requestID returns a random UUID, the shape of Lambda's request ids.
+func requestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 func (r *runner) safeHandle(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {

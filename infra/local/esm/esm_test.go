@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -263,5 +264,192 @@ func TestStartsOnAnEmptyStream(t *testing.T) {
 	idle(t, p)
 	if got := f.delivered(); got["late"] != 1 {
 		t.Errorf("deliveries: got %v, want the late record once", got)
+	}
+}
+
+// capture keeps every record delivered and the request id each batch saw.
+type capture struct {
+	mu         sync.Mutex
+	records    []events.DynamoDBEventRecord
+	requestIDs []string
+}
+
+func (c *capture) invoker() Invoker {
+	return InvokerFunc(func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.records = append(c.records, ev.Records...)
+		if lc, ok := lambdacontext.FromContext(ctx); ok {
+			c.requestIDs = append(c.requestIDs, lc.AwsRequestID)
+		}
+		return events.DynamoDBEventResponse{}, nil
+	})
+}
+
+func (c *capture) got() []events.DynamoDBEventRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]events.DynamoDBEventRecord(nil), c.records...)
+}
+
+func startWith(t *testing.T, prefix string, m wiring.Mapping, fn Invoker) *Poller {
+	t.Helper()
+	st := stacktest.Stack(t)
+	p, err := Start(context.Background(), Config{DynamoDB: st.DynamoDB(), Streams: st.Streams(), TablePrefix: prefix,
+		Mappings: []wiring.Mapping{m}, Functions: map[string]Invoker{m.Function: fn}, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestEventIsWhatLambdaDelivers(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	putReviews(t, prefix, "shape")
+	c := &capture{}
+	p := startWith(t, prefix, mapping("shape"), c.invoker())
+	idle(t, p)
+	recs := c.got()
+	if len(recs) != 1 {
+		t.Fatalf("records: got %d, want 1", len(recs))
+	}
+	r := recs[0]
+	table := tables.Physical(prefix, tables.Reviews)
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"eventName", r.EventName, "INSERT"},
+		{"eventSource", r.EventSource, "aws:dynamodb"},
+		{"awsRegion", r.AWSRegion, "us-east-1"},
+		{"eventSourceARN names the table", strings.Contains(r.EventSourceArn, ":table/"+table+"/stream/"), true},
+		{"eventID", r.EventID != "", true},
+		{"key", r.Change.Keys["userId"].String(), "shape"},
+		{"new image", r.Change.NewImage["rating"].Number(), "4"},
+		{"no old image", len(r.Change.OldImage), 0},
+		{"sequence number", len(r.Change.SequenceNumber) >= 21, true},
+		{"size", r.Change.SizeBytes > 0, true},
+		{"view type", r.Change.StreamViewType, "NEW_AND_OLD_IMAGES"},
+		{"creation time", time.Since(r.Change.ApproximateCreationDateTime.Time) < time.Hour, true},
+		{"no user identity on a user's write", r.UserIdentity == nil, true},
+		{"request id", len(c.requestIDs) == 1 && len(c.requestIDs[0]) == 36, true},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+// TestOnlyTTLRemovalsReachTheArchiver runs the archiver's own mapping of the
+// carts stream against the stack's TTL sweeper.
+func TestOnlyTTLRemovalsReachTheArchiver(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	var m wiring.Mapping
+	for _, x := range wiring.Mappings() {
+		if x.Table == tables.Carts && x.Function == wiring.Archiver {
+			m = x
+		}
+	}
+	if m.Name == "" {
+		t.Fatal("no archiver mapping of the carts stream in the wiring")
+	}
+	m.BatchingWindow = 0
+	db := stacktest.DynamoDB(t)
+	table := aws.String(tables.Physical(prefix, tables.Carts))
+	cart := func(user string, expires time.Time) {
+		t.Helper()
+		if _, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: table, Item: map[string]types.AttributeValue{
+			"userId": &types.AttributeValueMemberS{Value: user}, "expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(expires.Unix(), 10)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cart("expired", time.Now().Add(-time.Minute))
+	cart("deleted", time.Now().Add(time.Hour))
+	cart("kept", time.Now().Add(time.Hour))
+	if _, err := db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: table,
+		Key: map[string]types.AttributeValue{"userId": &types.AttributeValueMemberS{Value: "deleted"}}}); err != nil {
+		t.Fatal(err)
+	}
+	c := &capture{}
+	p := startWith(t, prefix, m, c.invoker())
+	deadline := time.Now().Add(30 * time.Second)
+	for len(c.got()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	idle(t, p)
+	recs := c.got()
+	if len(recs) != 1 {
+		t.Fatalf("records: got %d (%+v), want only the TTL removal", len(recs), recs)
+	}
+	r := recs[0]
+	if r.EventName != "REMOVE" || r.Change.Keys["userId"].String() != "expired" || r.UserIdentity == nil ||
+		r.UserIdentity.Type != "Service" || r.UserIdentity.PrincipalID != "dynamodb.amazonaws.com" || len(r.Change.OldImage) == 0 {
+		t.Errorf("record: got %+v, want the expired cart's TTL removal with its old image", r)
+	}
+}
+
+func TestRetriesExhaustedWithoutBisectFailTheWholeBatch(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	putReviews(t, prefix, "u0", "poison", "u2", "u3", "u4")
+	f := &fn{}
+	f.fail = func(keys []string, _ []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
+		for _, k := range keys {
+			if k == "poison" {
+				return events.DynamoDBEventResponse{}, errors.New("cannot handle this one")
+			}
+		}
+		return events.DynamoDBEventResponse{}, nil
+	}
+	m := mapping("no-bisect")
+	m.BisectOnError = false
+	m.ReportBatchItemFailures = false
+	p := start(t, prefix, m, f, "")
+	defer p.Close()
+	idle(t, p)
+	f.mu.Lock()
+	var poisoned [][]string
+	for _, b := range f.batches {
+		if strings.Contains(fmt.Sprint(b), "poison") {
+			poisoned = append(poisoned, b)
+		}
+	}
+	f.mu.Unlock()
+	if len(poisoned) != m.RetryAttempts+1 {
+		t.Errorf("invocations with the poison: got %d, want %d (one plus %d retries)", len(poisoned), m.RetryAttempts+1, m.RetryAttempts)
+	}
+	for _, b := range poisoned {
+		if fmt.Sprint(b) != fmt.Sprint(poisoned[0]) {
+			t.Errorf("retried batch: got %v, want %v every time (no bisection)", b, poisoned[0])
+		}
+	}
+	fails := p.Failures(m.Name)
+	if len(fails) != 1 || fails[0].BatchSize != len(poisoned[0]) || !strings.HasPrefix(fails[0].Reason, "RetryAttemptsExhausted") {
+		t.Fatalf("failures: got %+v, want the whole batch of %d", fails, len(poisoned[0]))
+	}
+	got := f.delivered()
+	if got["u3"] == 0 || got["u4"] == 0 {
+		t.Errorf("records behind the failed batch: got %v, want u3 and u4 delivered", got)
+	}
+}
+
+func TestLatestStartsAfterWhatIsThere(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	putReviews(t, prefix, "before")
+	m := mapping("latest")
+	m.StartingPosition = "LATEST"
+	f := &fn{}
+	p := start(t, prefix, m, f, "")
+	defer p.Close()
+	idle(t, p)
+	putReviews(t, prefix, "after")
+	deadline := time.Now().Add(20 * time.Second)
+	for f.delivered()["after"] == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	idle(t, p)
+	if got := f.delivered(); len(got) != 1 || got["after"] != 1 {
+		t.Errorf("deliveries: got %v, want only the record written after the start", got)
 	}
 }
