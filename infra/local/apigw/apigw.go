@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"mime"
@@ -88,10 +89,16 @@ func (g *gateway) route(rt routes.Route) http.Handler {
 			gatewayError(w, http.StatusNotFound, "Not Found")
 			return
 		}
-		claims, ok := g.claims(r)
-		if rt.NeedsToken() && !ok {
-			gatewayError(w, http.StatusUnauthorized, "Unauthorized")
-			return
+		// Only guarded routes have the JWT authorizer: a public route's event
+		// carries no claims even when the request has a token.
+		var claims map[string]string
+		if rt.NeedsToken() {
+			c, ok := g.claims(r)
+			if !ok {
+				gatewayError(w, http.StatusUnauthorized, "Unauthorized")
+				return
+			}
+			claims = c
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		if err != nil {
@@ -109,6 +116,7 @@ func (g *gateway) route(rt routes.Route) http.Handler {
 			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 			return
 		}
+		w.Header().Set("Apigw-Requestid", ev.RequestContext.RequestID)
 		writeResponse(w, resp)
 	})
 }
@@ -145,6 +153,17 @@ func (g *gateway) event(r *http.Request, rt routes.Route, body []byte, claims ma
 		headers[strings.ToLower(k)] = strings.Join(vs, ",")
 	}
 	headers["host"] = r.Host
+	// What API Gateway adds on its way to the function.
+	if xff := headers["x-forwarded-for"]; xff != "" {
+		headers["x-forwarded-for"] = xff + ", " + sourceIP(r)
+	} else {
+		headers["x-forwarded-for"] = sourceIP(r)
+	}
+	headers["x-forwarded-proto"] = "http"
+	if _, port, err := net.SplitHostPort(r.Host); err == nil {
+		headers["x-forwarded-port"] = port
+	}
+	headers["x-amzn-trace-id"] = traceID(now)
 	if r.ContentLength > 0 || len(body) > 0 {
 		headers["content-length"] = strconv.Itoa(len(body))
 	}
@@ -207,6 +226,13 @@ func (g *gateway) event(r *http.Request, rt routes.Route, body []byte, claims ma
 		}
 	}
 	return ev
+}
+
+// traceID is an X-Ray trace header: Root=1-<epoch seconds, hex>-<96 random bits>.
+func traceID(now time.Time) string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "Root=1-" + strconv.FormatInt(now.Unix(), 16) + "-" + hex.EncodeToString(b)
 }
 
 func sourceIP(r *http.Request) string {

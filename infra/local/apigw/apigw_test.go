@@ -135,6 +135,64 @@ func TestEventCarriesTheRequest(t *testing.T) {
 	}
 }
 
+func TestGatewayHeaders(t *testing.T) {
+	rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{"status":"ok"}`}}
+	srv := serve(t, rec)
+	req, _ := http.NewRequest("GET", srv.URL+"/healthz", nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := rec.got.Headers
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"x-forwarded-for appends the caller", h["x-forwarded-for"], "203.0.113.7, 127.0.0.1"},
+		{"x-forwarded-proto", h["x-forwarded-proto"], "http"},
+		{"x-forwarded-port", h["x-forwarded-port"], srv.URL[strings.LastIndex(srv.URL, ":")+1:]},
+		{"x-amzn-trace-id", strings.HasPrefix(h["x-amzn-trace-id"], "Root=1-"), true},
+		{"apigw-requestid answers the event's request id", resp.Header.Get("Apigw-Requestid"), rec.got.RequestContext.RequestID},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestClaimsOnlyWhereTheAuthorizerIs: on AWS a route without the JWT
+// authorizer passes no claims, token or not.
+func TestClaimsOnlyWhereTheAuthorizerIs(t *testing.T) {
+	rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{}`}}
+	srv := serve(t, rec)
+	tok, _ := Token(secret, "u1", true, time.Hour)
+	tests := []struct {
+		path   string
+		claims bool
+	}{
+		{"/products/p1", false},
+		{"/search?q=kettle", false},
+		{"/users/u1", true},
+		{"/orders?status=PLACED", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			rec.got = events.APIGatewayV2HTTPRequest{}
+			req, _ := http.NewRequest("GET", srv.URL+tt.path, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			if code, _ := do(t, req); code != 200 {
+				t.Fatalf("status: got %d, want 200", code)
+			}
+			if got := rec.got.RequestContext.Authorizer != nil; got != tt.claims {
+				t.Errorf("authorizer in the event: got %v, want %v", got, tt.claims)
+			}
+		})
+	}
+}
+
 func TestHandlerErrorIsA500(t *testing.T) {
 	srv := httptest.NewServer(New(Config{Handler: failing{}, Secret: secret, Routes: routes.All()}))
 	defer srv.Close()
