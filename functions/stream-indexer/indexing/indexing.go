@@ -27,9 +27,12 @@ import (
 // Index is the search index of products.
 const Index = productsearch.Index
 
-// Mapping is the index's mapping: text for what people search, keyword for
-// what they filter on.
-const Mapping = `{"mappings":{"properties":{
+// Mapping is the body that creates the index: text for what people search,
+// keyword for what they filter on, and deletes remembered for 25 h
+// (index.gc_deletes). OpenSearch's default of 60 s is shorter than a stream
+// record can come late (records live 24 h, and so long the mapping retries):
+// a write redelivered after its product's tombstone is gone would resurrect it.
+const Mapping = `{"settings":{"index":{"gc_deletes":"25h"}},"mappings":{"properties":{
  "productId":{"type":"keyword"},"name":{"type":"text"},"description":{"type":"text"},
  "category":{"type":"keyword"},"priceCents":{"type":"long"},"ratingAverage":{"type":"double"},
  "reviewCount":{"type":"long"},"unitsSold":{"type":"long"},"version":{"type":"long"}}}}`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
+	"github.com/shopstream/shopstream/infra/local/search"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/productsearch"
@@ -149,5 +151,43 @@ func TestUnreachableSearchFailsTheBatch(t *testing.T) {
 	r1, r2 := record("INSERT", nil, productImage("p5", "A", 1, 0, 0)), record("INSERT", nil, productImage("p6", "B", 1, 0, 0))
 	if f := handle(t, h, r1, r2); len(f) != 2 {
 		t.Errorf("failures: got %v, want both", f)
+	}
+}
+
+// TestDeleteOutlivesTheDefaultTombstone: the search service forgets deletes
+// after a millisecond unless the index says otherwise; the indexer's index
+// does, so a write redelivered long after the delete stays dead.
+func TestDeleteOutlivesTheDefaultTombstone(t *testing.T) {
+	srv, err := search.New("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.GCDeletes = time.Millisecond
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	c, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{hs.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := indexing.New(indexing.Deps{Search: c})
+	v3 := record("MODIFY", productImage("p7", "Mug", 2, 0, 0), productImage("p7", "Mug", 3, 0, 0))
+	handle(t, h, v3, record("REMOVE", productImage("p7", "Mug", 3, 0, 0), nil))
+	time.Sleep(20 * time.Millisecond)
+	tests := []struct {
+		name string
+		rec  events.DynamoDBEventRecord
+	}{
+		{"the deleted version", v3},
+		{"an older version", record("MODIFY", productImage("p7", "Mug", 1, 0, 0), productImage("p7", "Mug", 2, 0, 0))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if f := handle(t, h, tt.rec); len(f) != 0 {
+				t.Errorf("failures: got %v, want none (a conflict is success)", f)
+			}
+			if d, ok := get(t, c, "p7"); ok {
+				t.Errorf("got %+v, want p7 to stay deleted", d)
+			}
+		})
 	}
 }
