@@ -72,19 +72,54 @@ type Config struct {
 	Now     func() time.Time
 }
 
-// Failure is what the on-failure destination receives: where the batch was,
-// not its records, as on AWS.
+// Failure is what an on-failure destination receives: AWS's invocation
+// record of a discarded stream batch, which says where the batch was in the
+// stream, not what it held.
 type Failure struct {
-	Mapping             string    `json:"mapping"`
-	Destination         string    `json:"destination"`
-	StreamArn           string    `json:"streamArn"`
-	ShardID             string    `json:"shardId"`
-	StartSequenceNumber string    `json:"startSequenceNumber"`
-	EndSequenceNumber   string    `json:"endSequenceNumber"`
-	BatchSize           int       `json:"batchSize"`
-	Reason              string    `json:"reason"`
-	Time                time.Time `json:"time"`
+	Version         string          `json:"version"`
+	Timestamp       time.Time       `json:"timestamp"`
+	RequestContext  RequestContext  `json:"requestContext"`
+	ResponseContext ResponseContext `json:"responseContext"`
+	Batch           BatchInfo       `json:"DDBStreamBatchInfo"`
+	// Destination names the destination (wiring.Mapping.FailureDestination);
+	// on AWS it is the queue the record is sent to, not part of it.
+	Destination string `json:"-"`
+	// Reason is the last error, for the log; AWS keeps it in the function's logs.
+	Reason string `json:"-"`
 }
+
+// RequestContext says why the batch was discarded.
+type RequestContext struct {
+	RequestID   string `json:"requestId"`
+	FunctionArn string `json:"functionArn"`
+	// Condition is ConditionRetriesExhausted or ConditionRecordAge.
+	Condition              string `json:"condition"`
+	ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+}
+
+// ResponseContext is the function's last answer.
+type ResponseContext struct {
+	StatusCode      int    `json:"statusCode"`
+	ExecutedVersion string `json:"executedVersion"`
+	FunctionError   string `json:"functionError,omitempty"`
+}
+
+// BatchInfo locates the discarded records in the stream.
+type BatchInfo struct {
+	ShardID                         string    `json:"shardId"`
+	StartSequenceNumber             string    `json:"startSequenceNumber"`
+	EndSequenceNumber               string    `json:"endSequenceNumber"`
+	ApproximateArrivalOfFirstRecord time.Time `json:"approximateArrivalOfFirstRecord"`
+	ApproximateArrivalOfLastRecord  time.Time `json:"approximateArrivalOfLastRecord"`
+	BatchSize                       int       `json:"batchSize"`
+	StreamArn                       string    `json:"streamArn"`
+}
+
+// Conditions under which records go to the on-failure destination.
+const (
+	ConditionRetriesExhausted = "RetryAttemptsExhausted"
+	ConditionRecordAge        = "RecordAgeExceeded"
+)
 
 // Poller runs every mapping.
 type Poller struct {
@@ -93,8 +128,8 @@ type Poller struct {
 	wg     sync.WaitGroup
 
 	mu          sync.Mutex
-	failures    map[string][]Failure
-	checkpoints map[string]string // mapping/shard -> last sequence number handled
+	failures    map[string][]Failure // by mapping name
+	checkpoints map[string]string    // mapping/shard -> last sequence number handled
 	idleAt      map[string]time.Time
 }
 
@@ -191,12 +226,13 @@ func (p *Poller) setIdle(mapping string, began time.Time) {
 	p.mu.Unlock()
 }
 
-func (p *Poller) fail(f Failure) {
+func (p *Poller) fail(mapping string, f Failure) {
 	p.mu.Lock()
-	p.failures[f.Mapping] = append(p.failures[f.Mapping], f)
+	p.failures[mapping] = append(p.failures[mapping], f)
 	p.mu.Unlock()
-	p.cfg.Logger.Warn("on-failure destination", "mapping", f.Mapping, "destination", f.Destination, "shardId", f.ShardID,
-		"start", f.StartSequenceNumber, "end", f.EndSequenceNumber, "count", f.BatchSize, "reason", f.Reason)
+	p.cfg.Logger.Warn("on-failure destination", "mapping", mapping, "destination", f.Destination, "condition", f.RequestContext.Condition,
+		"shardId", f.Batch.ShardID, "start", f.Batch.StartSequenceNumber, "end", f.Batch.EndSequenceNumber, "count", f.Batch.BatchSize,
+		"invocations", f.RequestContext.ApproximateInvokeCount, "reason", f.Reason)
 	if p.cfg.DataDir == "" {
 		return
 	}
@@ -471,52 +507,94 @@ func (r *runner) passes(ev events.DynamoDBEventRecord) bool {
 	return false
 }
 
+// attempt is a part of a batch on its way to the function: how often it was
+// invoked, and how often retried. Splitting a batch in two does not consume
+// the retry quota, as on AWS; the halves inherit the count.
+type attempt struct {
+	recs        []pending
+	invocations int
+	retries     int
+}
+
 // deliver hands a batch to the function until every record has succeeded or
 // gone to the on-failure destination.
 func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) {
-	queue := [][]pending{batch}
-	attempts := 0
+	queue := []attempt{{recs: batch}}
 	for len(queue) > 0 && ctx.Err() == nil {
-		b := r.ageOut(s, queue[0])
-		if len(b) == 0 {
-			queue, attempts = queue[1:], 0
+		a := queue[0]
+		a.recs = r.ageOut(s, a)
+		if len(a.recs) == 0 {
+			queue = queue[1:]
 			continue
 		}
-		failedAt, reason := r.invoke(ctx, b)
+		failedAt, out := r.invoke(ctx, a.recs)
+		a.invocations++
 		if failedAt < 0 {
-			queue, attempts = queue[1:], 0
+			queue = queue[1:]
 			continue
 		}
-		attempts++
-		if attempts > r.m.RetryAttempts && r.m.RetryAttempts >= 0 {
-			r.p.fail(Failure{Mapping: r.m.Name, Destination: r.m.FailureDestination(), StreamArn: r.arn, ShardID: s.id,
-				StartSequenceNumber: b[failedAt].seq, EndSequenceNumber: b[len(b)-1].seq, BatchSize: len(b) - failedAt,
-				Reason: "RetryAttemptsExhausted: " + reason, Time: r.p.cfg.Now()})
-			queue, attempts = queue[1:], 0
-			continue
-		}
-		rest := b[failedAt:]
+		rest := a.recs[failedAt:]
 		if r.m.BisectOnError && len(rest) > 1 {
 			half := len(rest) / 2
-			queue = append([][]pending{rest[:half], rest[half:]}, queue[1:]...)
+			queue = append([]attempt{
+				{recs: rest[:half], invocations: a.invocations, retries: a.retries},
+				{recs: rest[half:], invocations: a.invocations, retries: a.retries},
+			}, queue[1:]...)
 			continue
 		}
-		queue[0] = rest
+		if a.retries >= r.m.RetryAttempts && r.m.RetryAttempts >= 0 {
+			r.p.fail(r.m.Name, r.failure(s, rest, ConditionRetriesExhausted, a.invocations, out))
+			queue = queue[1:]
+			continue
+		}
+		a.retries++
+		a.recs = rest
+		queue[0] = a
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff(attempts)):
+		case <-time.After(backoff(a.retries)):
 		}
 	}
 }
 
-func backoff(attempt int) time.Duration {
-	d := 10 * time.Millisecond << min(attempt, 6)
-	return d
+// outcome is how an invocation ended, for the on-failure record.
+type outcome struct {
+	requestID     string
+	functionError string // "Unhandled" when the function returned an error
+	reason        string
 }
 
-// ageOut sends records older than the mapping's maximum age to the on-failure
-// destination and returns the rest.
-func (r *runner) ageOut(s *shard, b []pending) []pending {
+// failure builds the on-failure record of the records b.
+func (r *runner) failure(s *shard, b []pending, condition string, invocations int, out outcome) Failure {
+	f := Failure{
+		Version: "1.0", Timestamp: r.p.cfg.Now().UTC(),
+		RequestContext: RequestContext{RequestID: out.requestID, FunctionArn: functionArn(r.m.Function),
+			Condition: condition, ApproximateInvokeCount: invocations},
+		Batch: BatchInfo{ShardID: s.id, StartSequenceNumber: b[0].seq, EndSequenceNumber: b[len(b)-1].seq,
+			ApproximateArrivalOfFirstRecord: b[0].rec.Change.ApproximateCreationDateTime.UTC(),
+			ApproximateArrivalOfLastRecord:  b[len(b)-1].rec.Change.ApproximateCreationDateTime.UTC(),
+			BatchSize:                       len(b), StreamArn: r.arn},
+		Destination: r.m.FailureDestination(),
+		Reason:      out.reason,
+	}
+	if invocations > 0 {
+		f.ResponseContext = ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: out.functionError}
+	}
+	return f
+}
+
+func functionArn(function string) string {
+	return "arn:aws:lambda:us-east-1:000000000000:function:" + function
+}
+
+func backoff(retry int) time.Duration {
+	return 10 * time.Millisecond << min(retry, 6)
+}
+
+// ageOut sends the leading records older than the mapping's maximum age to
+// the on-failure destination and returns the rest.
+func (r *runner) ageOut(s *shard, a attempt) []pending {
+	b := a.recs
 	if r.m.MaxRecordAge <= 0 {
 		return b
 	}
@@ -526,30 +604,30 @@ func (r *runner) ageOut(s *shard, b []pending) []pending {
 		i++
 	}
 	if i > 0 {
-		r.p.fail(Failure{Mapping: r.m.Name, Destination: r.m.FailureDestination(), StreamArn: r.arn, ShardID: s.id,
-			StartSequenceNumber: b[0].seq, EndSequenceNumber: b[i-1].seq, BatchSize: i, Reason: "MaximumRecordAgeExceeded", Time: now})
+		r.p.fail(r.m.Name, r.failure(s, b[:i], ConditionRecordAge, a.invocations, outcome{reason: "record older than " + r.m.MaxRecordAge.String()}))
 	}
 	return b[i:]
 }
 
 // invoke runs the function on b and returns the index of the first record to
-// retry (-1 when all succeeded) and why.
-func (r *runner) invoke(ctx context.Context, b []pending) (int, string) {
+// retry (-1 when all succeeded) and how the invocation ended.
+func (r *runner) invoke(ctx context.Context, b []pending) (int, outcome) {
 	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(b))}
 	for i, x := range b {
 		ev.Records[i] = x.rec
 	}
 	start := time.Now()
 	// The function sees a Lambda context, so its logger carries a request id.
-	lc := &lambdacontext.LambdaContext{AwsRequestID: requestID(),
-		InvokedFunctionArn: "arn:aws:lambda:us-east-1:000000000000:function:" + r.m.Function}
+	lc := &lambdacontext.LambdaContext{AwsRequestID: requestID(), InvokedFunctionArn: functionArn(r.m.Function)}
+	out := outcome{requestID: lc.AwsRequestID}
 	resp, err := r.safeHandle(lambdacontext.NewContext(ctx, lc), ev)
 	if err != nil {
 		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "requestId", lc.AwsRequestID, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
-		return 0, err.Error()
+		out.functionError, out.reason = "Unhandled", err.Error()
+		return 0, out
 	}
 	if !r.m.ReportBatchItemFailures || len(resp.BatchItemFailures) == 0 {
-		return -1, ""
+		return -1, out
 	}
 	first := -1
 	for _, f := range resp.BatchItemFailures {
@@ -562,13 +640,15 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, string) {
 		}
 		if idx < 0 {
 			// An empty or unknown identifier fails the whole batch, as on AWS.
-			return 0, fmt.Sprintf("unknown item identifier %q", f.ItemIdentifier)
+			out.reason = fmt.Sprintf("unknown item identifier %q", f.ItemIdentifier)
+			return 0, out
 		}
 		if first < 0 || idx < first {
 			first = idx
 		}
 	}
-	return first, "partial batch failure"
+	out.reason = "partial batch failure"
+	return first, out
 }
 
 // requestID returns a random UUID, the shape of Lambda's request ids.

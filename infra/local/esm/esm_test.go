@@ -2,6 +2,7 @@ package esm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -201,11 +202,62 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 		t.Errorf("records around the poison: got %v, want both delivered", got)
 	}
 	fails := p.Failures(m.Name)
-	if len(fails) != 1 || fails[0].BatchSize != 1 || fails[0].StartSequenceNumber != fails[0].EndSequenceNumber || fails[0].Destination != "poison-failures" {
+	if len(fails) != 1 || fails[0].Batch.BatchSize != 1 || fails[0].Batch.StartSequenceNumber != fails[0].Batch.EndSequenceNumber || fails[0].Destination != "poison-failures" {
 		t.Fatalf("failures: got %+v, want the poison record alone", fails)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "failures", "poison-failures.jsonl")); err != nil || !strings.Contains(string(b), fails[0].StartSequenceNumber) {
-		t.Errorf("failure record on disk: got %q (err %v), want it to name the poison's sequence number", b, err)
+	// Splitting does not consume the retry quota: the poison alone gets one
+	// invocation and RetryAttempts retries.
+	alone := 0
+	f.mu.Lock()
+	for _, b := range f.batches {
+		if len(b) == 1 && b[0] == "poison" {
+			alone++
+		}
+	}
+	f.mu.Unlock()
+	if alone != m.RetryAttempts+1 {
+		t.Errorf("invocations of the poison alone: got %d, want %d", alone, m.RetryAttempts+1)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "failures", "poison-failures.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The record on disk is AWS's invocation record.
+	var rec struct {
+		Version        string
+		RequestContext struct {
+			RequestID, FunctionArn, Condition string
+			ApproximateInvokeCount            int
+		}
+		ResponseContext struct{ FunctionError string }
+		Batch           struct {
+			ShardID, StartSequenceNumber, EndSequenceNumber, StreamArn string
+			BatchSize                                                  int
+		} `json:"DDBStreamBatchInfo"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatalf("failure record %s: %v", b, err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"version", rec.Version, "1.0"},
+		{"condition", rec.RequestContext.Condition, ConditionRetriesExhausted},
+		{"request id", rec.RequestContext.RequestID != "", true},
+		{"function", strings.HasSuffix(rec.RequestContext.FunctionArn, ":function:f"), true},
+		{"invocations", rec.RequestContext.ApproximateInvokeCount >= m.RetryAttempts+1, true},
+		{"function error", rec.ResponseContext.FunctionError, "Unhandled"},
+		{"shard", rec.Batch.ShardID, fails[0].Batch.ShardID},
+		{"start", rec.Batch.StartSequenceNumber, fails[0].Batch.StartSequenceNumber},
+		{"end", rec.Batch.EndSequenceNumber, fails[0].Batch.StartSequenceNumber},
+		{"batch size", rec.Batch.BatchSize, 1},
+		{"stream", strings.Contains(rec.Batch.StreamArn, "/stream/"), true},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
 	}
 }
 
@@ -245,7 +297,7 @@ func TestMaxRecordAge(t *testing.T) {
 	if got := f.delivered(); len(got) != 0 {
 		t.Errorf("delivered: got %v, want nothing", got)
 	}
-	if fails := p.Failures(m.Name); len(fails) != 1 || fails[0].Reason != "MaximumRecordAgeExceeded" {
+	if fails := p.Failures(m.Name); len(fails) != 1 || fails[0].RequestContext.Condition != ConditionRecordAge || fails[0].RequestContext.ApproximateInvokeCount != 0 {
 		t.Errorf("failures: got %+v", fails)
 	}
 }
@@ -425,7 +477,8 @@ func TestRetriesExhaustedWithoutBisectFailTheWholeBatch(t *testing.T) {
 		}
 	}
 	fails := p.Failures(m.Name)
-	if len(fails) != 1 || fails[0].BatchSize != len(poisoned[0]) || !strings.HasPrefix(fails[0].Reason, "RetryAttemptsExhausted") {
+	if len(fails) != 1 || fails[0].Batch.BatchSize != len(poisoned[0]) || fails[0].RequestContext.Condition != ConditionRetriesExhausted ||
+		fails[0].RequestContext.ApproximateInvokeCount != m.RetryAttempts+1 {
 		t.Fatalf("failures: got %+v, want the whole batch of %d", fails, len(poisoned[0]))
 	}
 	got := f.delivered()
