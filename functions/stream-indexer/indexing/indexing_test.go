@@ -15,21 +15,8 @@ import (
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/local/search"
-	"github.com/shopstream/shopstream/infra/local/stack"
-	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/productsearch"
 )
-
-// fresh gives the test a search service of its own (the index name is fixed).
-func fresh(t *testing.T) *opensearchapi.Client {
-	t.Helper()
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
-	c, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{st.SearchURL}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 var seq int
 
@@ -81,7 +68,7 @@ func handle(t *testing.T, h *indexing.Handler, recs ...events.DynamoDBEventRecor
 }
 
 func TestIndexFollowsProducts(t *testing.T) {
-	c := fresh(t)
+	c := searchService(t)
 	h := indexing.New(indexing.Deps{Search: c})
 	v1 := record("INSERT", nil, productImage("p1", "Kettle", 1, 0, 0))
 	v2 := record("MODIFY", productImage("p1", "Kettle", 1, 0, 0), productImage("p1", "Copper Kettle", 2, 2, 9))
@@ -114,7 +101,7 @@ func TestIndexFollowsProducts(t *testing.T) {
 }
 
 func TestRatingAverageNullWithoutReviews(t *testing.T) {
-	c := fresh(t)
+	c := searchService(t)
 	h := indexing.New(indexing.Deps{Search: c})
 	handle(t, h, record("INSERT", nil, productImage("p2", "Pan", 1, 0, 0)))
 	res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: indexing.Index, DocumentID: "p2"})
@@ -129,7 +116,7 @@ func TestRatingAverageNullWithoutReviews(t *testing.T) {
 }
 
 func TestMalformedRecordIsAnItemFailure(t *testing.T) {
-	c := fresh(t)
+	c := searchService(t)
 	h := indexing.New(indexing.Deps{Search: c})
 	good := record("INSERT", nil, productImage("p3", "Whisk", 1, 0, 0))
 	bad := record("INSERT", nil, map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute("p4"), "version": events.NewStringAttribute("one")})
