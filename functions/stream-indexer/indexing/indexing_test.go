@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,5 +177,29 @@ func TestDeleteOutlivesTheDefaultTombstone(t *testing.T) {
 				t.Errorf("got %+v, want p7 to stay deleted", d)
 			}
 		})
+	}
+}
+
+// TestItemErrorsAreItemFailures: a document the index refuses fails its own
+// record only; a version conflict in the same batch is success.
+func TestItemErrorsAreItemFailures(t *testing.T) {
+	c := searchService(t)
+	// An index made elsewhere with a category the products do not fit.
+	if _, err := c.Indices.Create(context.Background(), opensearchapi.IndicesCreateReq{Index: indexing.Index,
+		Body: strings.NewReader(`{"mappings":{"properties":{"category":{"type":"long"}}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h := indexing.New(indexing.Deps{Search: c})
+	fits := productImage("p8", "Tray", 2, 0, 0)
+	fits["category"] = events.NewStringAttribute("42")
+	refused := productImage("p9", "Jug", 1, 0, 0)
+	stale := productImage("p8", "Tray", 1, 0, 0)
+	stale["category"] = events.NewStringAttribute("42")
+	ok, bad, old := record("INSERT", nil, fits), record("INSERT", nil, refused), record("MODIFY", nil, stale)
+	if f := handle(t, h, ok, bad, old); fmt.Sprint(f) != fmt.Sprint([]string{bad.Change.SequenceNumber}) {
+		t.Errorf("failures: got %v, want [%s]", f, bad.Change.SequenceNumber)
+	}
+	if d, found := get(t, c, "p8"); !found || d.Version != 2 {
+		t.Errorf("p8: got %+v (found %v), want version 2", d, found)
 	}
 }
