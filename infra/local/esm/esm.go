@@ -322,8 +322,28 @@ type shard struct {
 }
 
 type pending struct {
-	rec events.DynamoDBEventRecord
-	seq string
+	rec  events.DynamoDBEventRecord
+	seq  string
+	size int // bytes of the record in the invocation payload
+}
+
+// MaxPayload is Lambda's limit on a synchronous invocation's payload: a batch
+// ends before it, whatever the batch size.
+const MaxPayload = 6 << 20
+
+// cut returns how many of the buffered records make the next batch: at most
+// the batch size, and no more than fit in MaxPayload (at least one).
+func (r *runner) cut(buf []pending) int {
+	total := len(`{"Records":[]}`)
+	n := 0
+	for n < len(buf) && n < r.m.BatchSize {
+		if total+buf[n].size+1 > MaxPayload && n > 0 {
+			break
+		}
+		total += buf[n].size + 1
+		n++
+	}
+	return n
 }
 
 func (r *runner) loop(ctx context.Context) {
@@ -405,8 +425,12 @@ func (r *runner) poll(ctx context.Context) error {
 		if read > 0 || len(s.buffer) > 0 {
 			quiet = false
 		}
-		for len(s.buffer) > 0 && (len(s.buffer) >= r.m.BatchSize || time.Since(s.since) >= r.window() || s.closed) {
-			n := min(len(s.buffer), r.m.BatchSize)
+		for len(s.buffer) > 0 {
+			n := r.cut(s.buffer)
+			full := n < len(s.buffer) || n >= r.m.BatchSize
+			if !full && time.Since(s.since) < r.window() && !s.closed {
+				break
+			}
 			batch := s.buffer[:n]
 			r.deliver(ctx, s, batch)
 			if ctx.Err() != nil {
@@ -461,7 +485,11 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 		total += len(out.Records)
 		for _, rec := range out.Records {
 			ev := toEvent(rec, r.arn)
-			if !r.passes(ev) {
+			raw, err := json.Marshal(ev)
+			if err != nil {
+				return total, fmt.Errorf("encode record %s: %w", ev.EventID, err)
+			}
+			if !r.passes(raw) {
 				// Filtered out: never delivered, but the position moves past it.
 				if len(s.buffer) == 0 {
 					if err := r.p.setCheckpoint(key, ev.Change.SequenceNumber); err != nil {
@@ -473,7 +501,7 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 			if len(s.buffer) == 0 {
 				s.since = time.Now()
 			}
-			s.buffer = append(s.buffer, pending{rec: ev, seq: ev.Change.SequenceNumber})
+			s.buffer = append(s.buffer, pending{rec: ev, seq: ev.Change.SequenceNumber, size: len(raw)})
 		}
 		s.iterator = out.NextShardIterator
 		if s.iterator == nil {
@@ -487,13 +515,10 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 	return total, nil
 }
 
-func (r *runner) passes(ev events.DynamoDBEventRecord) bool {
+// passes applies the filters to a record as Lambda does, to its JSON.
+func (r *runner) passes(raw []byte) bool {
 	if len(r.filters) == 0 {
 		return true
-	}
-	raw, err := json.Marshal(ev)
-	if err != nil {
-		return false
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {

@@ -506,3 +506,56 @@ func TestLatestStartsAfterWhatIsThere(t *testing.T) {
 		t.Errorf("deliveries: got %v, want only the record written after the start", got)
 	}
 }
+
+// TestBatchesStayUnderLambdasPayloadLimit: seventy records of 100 KB fit the
+// batch size but not one 6 MB invocation.
+func TestBatchesStayUnderLambdasPayloadLimit(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	db := stacktest.DynamoDB(t)
+	body := strings.Repeat("x", 100<<10)
+	const n = 70
+	for i := 0; i < n; i++ {
+		if _, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(tables.Physical(prefix, tables.Reviews)),
+			Item: map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: "p1"}, "userId": &types.AttributeValueMemberS{Value: "big" + strconv.Itoa(i)},
+				"createdAt": &types.AttributeValueMemberS{Value: "2026-11-22T00:00:00Z"}, "body": &types.AttributeValueMemberS{Value: body}}}); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+	var mu sync.Mutex
+	var sizes []int
+	delivered := map[string]int{}
+	m := mapping("payload")
+	m.BatchSize = n
+	p := startWith(t, prefix, m, InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			return events.DynamoDBEventResponse{}, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(raw))
+		for _, r := range ev.Records {
+			delivered[r.Change.Keys["userId"].String()]++
+		}
+		return events.DynamoDBEventResponse{}, nil
+	}))
+	idle(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) < 2 {
+		t.Errorf("invocations: got %d, want at least 2", len(sizes))
+	}
+	for _, s := range sizes {
+		if s > MaxPayload {
+			t.Errorf("payload: got %d bytes, want at most %d", s, MaxPayload)
+		}
+	}
+	if len(delivered) != n {
+		t.Errorf("delivered: got %d records, want %d", len(delivered), n)
+	}
+	for k, c := range delivered {
+		if c != 1 {
+			t.Errorf("%s delivered %d times, want once", k, c)
+		}
+	}
+}
