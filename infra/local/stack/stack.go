@@ -149,7 +149,7 @@ func (s *Stack) serve(addr string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: l.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	s.servers = append(s.servers, srv)
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -176,11 +176,9 @@ func (s *Stack) Serve(addr string, h http.Handler) (string, error) { return s.se
 // Close stops every endpoint and DynamoDB Local.
 func (s *Stack) Close() error {
 	var errs []error
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	for _, srv := range s.servers {
-		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop server: %w", err))
+		if err := shutdown(srv, shutdownGrace); err != nil {
+			errs = append(errs, fmt.Errorf("stop server %s: %w", srv.Addr, err))
 		}
 	}
 	if s.Front != nil {
@@ -229,4 +227,21 @@ func (s *Stack) S3() *s3.Client {
 		o.BaseEndpoint = aws.String(s.S3URL)
 		o.UsePathStyle = true
 	})
+}
+
+// shutdownGrace is how long Close lets requests in flight finish.
+const shutdownGrace = 3 * time.Second
+
+// shutdown stops srv gracefully, then forcibly after grace. net/http counts a
+// connection that was opened but never sent a request as busy for its first
+// 5 s (a client's spare dial does that), so a graceful shutdown alone can
+// hang on a connection that carries nothing.
+func shutdown(srv *http.Server, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return srv.Close()
+	}
+	return err
 }
