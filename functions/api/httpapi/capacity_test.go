@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/shared/store"
 )
 
@@ -83,7 +84,7 @@ func TestCapacityTable(t *testing.T) {
 	order := e.mustOrder(u, products[3], 1, products[4], 1)
 	doomed := e.mustOrder(u, products[3], 1, products[4], 1)
 
-	samples := map[string]struct {
+	requests := map[string]struct {
 		method, target string
 		who            caller
 		body           any
@@ -118,7 +119,7 @@ func TestCapacityTable(t *testing.T) {
 	b.WriteString("|:--|--:|--:|--:|--:|--:|--:|--:|\n")
 	var totalR, totalW float64
 	for _, rt := range httpapi.Routes() {
-		s, ok := samples[rt.Pattern]
+		s, ok := requests[rt.Pattern]
 		if !ok {
 			t.Fatalf("route %s has no capacity sample", rt.Pattern)
 		}
@@ -157,7 +158,7 @@ func TestCapacityTable(t *testing.T) {
 		t.Fatalf("%s lacks the capacity markers", path)
 	}
 	current := string(doc)[i+len(begin) : j]
-	if *update {
+	if samples.Updating() {
 		out := string(doc)[:i+len(begin)] + table + string(doc)[j:]
 		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
 			t.Fatal(err)

@@ -1,15 +1,9 @@
 package indexing_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -17,10 +11,9 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
+	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/infra/local/search"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // searchService starts a search service of the test's own behind httptest.
 func searchService(t *testing.T) *opensearchapi.Client {
@@ -43,27 +36,7 @@ func searchService(t *testing.T) *opensearchapi.Client {
 // compares the failures and the indexed document after each with
 // testdata/samples.golden.
 func TestSampleEvents(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "events", "indexer-*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("sample events: got %v, %v", files, err)
-	}
-	evs := map[string]events.DynamoDBEvent{}
-	var names []string
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ev events.DynamoDBEvent
-		if err := json.Unmarshal(raw, &ev); err != nil || len(ev.Records) == 0 {
-			t.Fatalf("%s: %d records, %v", file, len(ev.Records), err)
-		}
-		name := filepath.Base(file)
-		evs[name], names = ev, append(names, name)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		return strings.Compare(evs[a].Records[0].Change.SequenceNumber, evs[b].Records[0].Change.SequenceNumber)
-	})
+	batches := samples.Streams(t, "indexer-*.json")
 
 	c := searchService(t)
 	h := indexing.New(indexing.Deps{Search: c})
@@ -78,8 +51,8 @@ func TestSampleEvents(t *testing.T) {
 		Products map[string]*doc `json:"products"`
 	}
 	ids := map[string]bool{}
-	for _, ev := range evs {
-		for _, r := range ev.Records {
+	for _, b := range batches {
+		for _, r := range b.Event.Records {
 			for _, img := range []map[string]events.DynamoDBAttributeValue{r.Change.NewImage, r.Change.OldImage} {
 				if v, ok := img["productId"]; ok {
 					ids[v.String()] = true
@@ -103,33 +76,13 @@ func TestSampleEvents(t *testing.T) {
 		return out
 	}
 	var steps []step
-	for _, name := range names {
-		s := step{Event: name, Failed: handle(t, h, evs[name].Records...), Retried: handle(t, h, evs[name].Records...)}
+	for _, b := range batches {
+		s := step{Event: b.Name, Failed: handle(t, h, b.Event.Records...), Retried: handle(t, h, b.Event.Records...)}
 		s.Products = state()
 		steps = append(steps, s)
 	}
-	for _, name := range names {
-		steps = append(steps, step{Event: name + " (late)", Failed: handle(t, h, evs[name].Records...), Products: state()})
+	for _, b := range batches {
+		steps = append(steps, step{Event: b.Name + " (late)", Failed: handle(t, h, b.Event.Records...), Products: state()})
 	}
-	b, err := json.MarshalIndent(steps, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, '\n')
-	path := filepath.Join("testdata", "samples.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b, want) {
-		t.Errorf("%s: got\n%s\nwant\n%s", path, b, want)
-	}
+	samples.GoldenJSON(t, "testdata/samples.golden", steps)
 }
