@@ -588,6 +588,29 @@ func TestThrottlingFailsRecordsThenRedeliveryIsExact(t *testing.T) {
 	}
 }
 
+// TestTransactionConflictIsRetriedInBatch: a counter write cancelled because
+// another transaction holds the item (TransactionConflict) is retried within
+// the batch, not failed back to Lambda, and counts once.
+func TestTransactionConflictIsRetriedInBatch(t *testing.T) {
+	st := stacktest.Stack(t)
+	f := newFixture(t, st.DynamoDB(), stacktest.Tables(t))
+	st.Front.InjectFault(ddbfront.Fault{Table: f.tables.Users, Code: "TransactionConflict", Times: 3})
+	rec := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 700, line{"p1", 2}))
+	if failed := f.handle(rec); len(failed) != 0 {
+		t.Fatalf("failed records: got %v, want none (contention is retried)", failed)
+	}
+	for _, left := range st.Front.ActiveFaults() {
+		if left.Table == f.tables.Users {
+			t.Fatalf("fault left: %+v; the batch never met the conflict", left)
+		}
+	}
+	f.deliver(rec)
+	want := snapshot{"user u1": {"orderCount": 1, "lifetimeSpendCents": 700}, "user u2": {}, "product p1": {"unitsSold": 2}, "product p2": {}}
+	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
+	}
+}
+
 // TestSameSequenceNumberOnTwoShards: sequence numbers are unique only within
 // a shard, so two records that share one are still two records.
 func TestSameSequenceNumberOnTwoShards(t *testing.T) {

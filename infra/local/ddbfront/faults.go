@@ -3,6 +3,7 @@ package ddbfront
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -14,7 +15,11 @@ type Fault struct {
 	// Operation limits the fault to one API, e.g. "UpdateItem" or "GetRecords"; "" matches any.
 	Operation string `json:"operation,omitempty"`
 	// Code is the error: ProvisionedThroughputExceededException,
-	// ThrottlingException, RequestLimitExceeded or InternalServerError.
+	// ThrottlingException, RequestLimitExceeded or InternalServerError; or
+	// TransactionConflict, which cancels a TransactWriteItems or
+	// TransactGetItems as a concurrent transaction on its items does: a
+	// TransactionCanceledException whose reasons name TransactionConflict for
+	// the actions on Table (all when Table is "") and None for the others.
 	Code string `json:"code"`
 	// Times is how many requests fail; 0 means until the fault is removed.
 	Times int `json:"times,omitempty"`
@@ -28,6 +33,38 @@ func (f Fault) status() int {
 }
 
 func (f Fault) typeName() string { return "com.amazonaws.dynamodb.v20120810#" + f.Code }
+
+// conflict is the Code of a fault that cancels transactions by contention.
+const conflict = "TransactionConflict"
+
+// applies reports whether the fault can answer operation op: a conflict
+// only cancels transactions.
+func (f Fault) applies(op string) bool {
+	if f.Operation != "" && f.Operation != op {
+		return false
+	}
+	return f.Code != conflict || op == "TransactWriteItems" || op == "TransactGetItems"
+}
+
+// cancellation is the body of the TransactionCanceledException a conflict
+// fault answers to a transaction of the actions on tables (one per action).
+func (f Fault) cancellation(tables []string) map[string]any {
+	reasons := make([]map[string]string, len(tables))
+	codes := make([]string, len(tables))
+	for i, table := range tables {
+		if f.Table == "" || table == f.Table {
+			reasons[i] = map[string]string{"Code": conflict, "Message": "Transaction is ongoing for the item"}
+		} else {
+			reasons[i] = map[string]string{"Code": "None"}
+		}
+		codes[i] = reasons[i]["Code"]
+	}
+	return map[string]any{
+		"__type":              "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+		"message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+		"CancellationReasons": reasons,
+	}
+}
 
 func (f Fault) message() string {
 	switch f.Code {
@@ -79,7 +116,7 @@ func (fs *faults) match(op string, tables []string) (Fault, bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for i, e := range fs.entries {
-		if e.Operation != "" && e.Operation != op {
+		if !e.applies(op) {
 			continue
 		}
 		if e.Table != "" && !contains(tables, e.Table) {

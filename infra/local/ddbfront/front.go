@@ -152,7 +152,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	target := r.Header.Get("X-Amz-Target")
 	op := target[strings.LastIndexByte(target, '.')+1:]
-	if fault, ok := f.faults.match(op, tablesOf(op, body)); ok {
+	tables := tablesOf(op, body)
+	if fault, ok := f.faults.match(op, tables); ok {
+		if fault.Code == conflict {
+			// A transaction's tables are its actions', in order.
+			writeErrorBody(w, http.StatusBadRequest, fault.cancellation(tables))
+			return
+		}
 		writeError(w, fault.status(), fault.typeName(), fault.message())
 		return
 	}
@@ -243,7 +249,12 @@ func copyHeaders(dst, src http.Header) {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	body, _ := json.Marshal(map[string]string{"__type": typ, "message": msg})
+	writeErrorBody(w, status, map[string]string{"__type": typ, "message": msg})
+}
+
+// writeErrorBody answers an error whose body carries more than a message.
+func writeErrorBody(w http.ResponseWriter, status int, v any) {
+	body, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 	w.Header().Set("x-amzn-RequestId", fmt.Sprintf("front-%d", time.Now().UnixNano()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -405,6 +406,42 @@ func TestFaultHook(t *testing.T) {
 		var api smithy.APIError
 		if !errors.As(err, &api) || api.ErrorCode() != "ThrottlingException" {
 			t.Fatalf("got %v, want ThrottlingException", err)
+		}
+	})
+	t.Run("a transaction conflict cancels with reasons, as contention does", func(t *testing.T) {
+		st.Front.InjectFault(ddbfront.Fault{Table: hot, Code: "TransactionConflict", Times: 1})
+		// Single-item writes pass: a conflict fault only cancels transactions.
+		if _, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(hot), Item: item("c", 0, nil)}, noRetry); err != nil {
+			t.Fatalf("put: got %v, want nil", err)
+		}
+		in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(cold), Item: item("c", 1, nil)}},
+			{Put: &types.Put{TableName: aws.String(hot), Item: item("c", 1, nil)}},
+		}}
+		_, err := db.TransactWriteItems(ctx(t), in)
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			t.Fatalf("got %v, want TransactionCanceledException", err)
+		}
+		var codes []string
+		for _, r := range tce.CancellationReasons {
+			codes = append(codes, aws.ToString(r.Code))
+		}
+		if want := []string{"None", "TransactionConflict"}; !slices.Equal(codes, want) {
+			t.Errorf("reasons: got %v, want %v", codes, want)
+		}
+		for _, table := range []string{hot, cold} {
+			out, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("c", 1), ConsistentRead: aws.Bool(true)})
+			if err != nil || out.Item != nil {
+				t.Errorf("%s after the cancelled transaction: got %v, %v; want no item", table, out.Item, err)
+			}
+		}
+		if _, err := db.TransactWriteItems(ctx(t), in); err != nil {
+			t.Fatalf("after the fault: got %v, want nil", err)
+		}
+		out, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(hot), Key: key("c", 1), ConsistentRead: aws.Bool(true)})
+		if err != nil || out.Item == nil {
+			t.Errorf("after the second transaction: got %v, %v; want the item", out.Item, err)
 		}
 	})
 	t.Run("the SDK retries through a short fault", func(t *testing.T) {
