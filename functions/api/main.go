@@ -48,19 +48,19 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 	var search httpapi.Searcher
 	if cfg.SearchURL != "" {
-		signer := v4.NewSigner()
-		search = &productsearch.Client{
-			URL:  cfg.SearchURL,
-			HTTP: &http.Client{Timeout: 5 * time.Second},
-			Sign: func(r *http.Request, body []byte) error {
+		client := &productsearch.Client{URL: cfg.SearchURL, HTTP: &http.Client{Timeout: 5 * time.Second}}
+		if cfg.SearchSigned {
+			signer := v4.NewSigner()
+			client.Sign = func(r *http.Request, body []byte) error {
 				creds, err := awsCfg.Credentials.Retrieve(r.Context())
 				if err != nil {
-					return err
+					return fmt.Errorf("search credentials: %w", err)
 				}
 				sum := sha256.Sum256(body)
 				return signer.SignHTTP(r.Context(), creds, r, hex.EncodeToString(sum[:]), "es", awsCfg.Region, time.Now())
-			},
+			}
 		}
+		search = client
 	}
 	h := httpapi.New(httpapi.Deps{
 		Store:   st,

@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
 func main() {
@@ -55,13 +53,9 @@ func searchClient(ctx context.Context, getenv func(string) string) (*opensearcha
 	if endpoint == "" {
 		return nil, errors.New("config: SEARCH_URL is not set")
 	}
-	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("config: SEARCH_URL %q is not a URL", endpoint)
-	}
-	sign, err := signs(u, getenv("SEARCH_SIGV4"))
+	sign, err := productsearch.Signed(endpoint, getenv("SEARCH_SIGV4"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	osCfg := opensearch.Config{Addresses: []string{endpoint},
 		Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second}}
@@ -79,17 +73,4 @@ func searchClient(ctx context.Context, getenv func(string) string) (*opensearcha
 		return nil, fmt.Errorf("search client: %w", err)
 	}
 	return client, nil
-}
-
-// signs decides whether requests to u are signed: flag (SEARCH_SIGV4) when set,
-// else whether u is an AWS endpoint.
-func signs(u *url.URL, flag string) (bool, error) {
-	if flag == "" {
-		return strings.HasSuffix(u.Hostname(), ".amazonaws.com"), nil
-	}
-	sign, err := strconv.ParseBool(flag)
-	if err != nil {
-		return false, fmt.Errorf("config: SEARCH_SIGV4 %q is not a boolean", flag)
-	}
-	return sign, nil
 }

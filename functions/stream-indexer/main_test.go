@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -73,29 +72,6 @@ func TestSearchClientConfig(t *testing.T) {
 			_, err := searchClient(context.Background(), func(k string) string { return tt.env[k] })
 			if got := err == nil; got != tt.ok {
 				t.Errorf("ok: got %v (err %v), want %v", got, err, tt.ok)
-			}
-		})
-	}
-}
-
-func TestSigns(t *testing.T) {
-	tests := []struct {
-		endpoint, flag string
-		want, ok       bool
-	}{
-		{"https://search-shop-abc.us-east-1.es.amazonaws.com", "", true, true},
-		{"https://search.shop.example", "", false, true},
-		{"https://search.shop.example", "true", true, true},
-		{"https://search-shop-abc.us-east-1.es.amazonaws.com", "false", false, true},
-		{"http://127.0.0.1:9200", "", false, true},
-		{"http://127.0.0.1:9200", "yes please", false, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.endpoint+" "+tt.flag, func(t *testing.T) {
-			u, _ := url.Parse(tt.endpoint)
-			got, err := signs(u, tt.flag)
-			if got != tt.want || (err == nil) != tt.ok {
-				t.Errorf("got %v (err %v), want %v (ok %v)", got, err, tt.want, tt.ok)
 			}
 		})
 	}

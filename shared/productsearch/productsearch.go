@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/shopstream/shopstream/shared/errcode"
@@ -132,4 +134,23 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 
 func unavailable(err error) error {
 	return &errcode.Error{Code: errcode.Unavailable, Message: "search is unavailable", Err: err}
+}
+
+// Signed reports whether requests to endpoint are SigV4-signed, as Amazon
+// OpenSearch Service requires: as flag (SEARCH_SIGV4) says when it is set,
+// else when endpoint is an AWS one (*.amazonaws.com). The local search
+// service takes plain HTTP.
+func Signed(endpoint, flag string) (bool, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false, fmt.Errorf("SEARCH_URL %q is not an http(s) URL", endpoint)
+	}
+	if flag == "" {
+		return strings.HasSuffix(u.Hostname(), ".amazonaws.com"), nil
+	}
+	sign, err := strconv.ParseBool(flag)
+	if err != nil {
+		return false, fmt.Errorf("SEARCH_SIGV4 %q is not a boolean", flag)
+	}
+	return sign, nil
 }

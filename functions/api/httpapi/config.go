@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/store"
 )
 
@@ -21,10 +22,14 @@ type Config struct {
 	CartTTL, OrderRetention time.Duration
 	// SearchURL is the products search endpoint (SEARCH_URL); "" disables /search.
 	SearchURL string
+	// SearchSigned says whether search requests are SigV4-signed
+	// (productsearch.Signed: SEARCH_SIGV4, else whether SearchURL is AWS's).
+	SearchSigned bool
 }
 
 // ConfigFromEnv reads the configuration: table names from each table's
-// EnvVar, CURSOR_SECRET (required), CART_TTL, ORDER_RETENTION, SEARCH_URL.
+// EnvVar, CURSOR_SECRET (required), CART_TTL, ORDER_RETENTION, SEARCH_URL,
+// SEARCH_SIGV4.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	t, err := store.TablesFromEnv(getenv)
 	if err != nil {
@@ -39,6 +44,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if cfg.OrderRetention, err = duration(getenv, "ORDER_RETENTION", 365*24*time.Hour); err != nil {
 		return Config{}, err
+	}
+	if cfg.SearchURL != "" {
+		if cfg.SearchSigned, err = productsearch.Signed(cfg.SearchURL, getenv("SEARCH_SIGV4")); err != nil {
+			return Config{}, err
+		}
 	}
 	return cfg, nil
 }
