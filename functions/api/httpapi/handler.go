@@ -210,7 +210,8 @@ func (w *recorder) response() events.APIGatewayV2HTTPResponse {
 	return resp
 }
 
-// requestID returns the request id of ctx.
+// requestID returns API Gateway's id of the request in ctx (logged as
+// apiRequestId: requestId is Lambda's, added by the logger).
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey).(string)
 	return id

@@ -30,7 +30,7 @@ func (h *Handler) observe(ctx context.Context, route string, status int, problem
 		route = "unmatched"
 	}
 	ms := float64(took.Microseconds()) / 1000
-	h.deps.Logger.InfoContext(ctx, "request", "requestId", requestID(ctx), "route", route, "status", status,
+	h.deps.Logger.InfoContext(ctx, "request", "apiRequestId", requestID(ctx), "route", route, "status", status,
 		"ms", ms, "dynamodbCalls", u.Calls, "readUnits", u.ReadUnits, "writeUnits", u.WriteUnits)
 
 	directives := []emfDirective{{
@@ -42,7 +42,7 @@ func (h *Handler) observe(ctx context.Context, route string, status int, problem
 		},
 	}}
 	rec := map[string]any{
-		"route": route, "status": status, "requestId": requestID(ctx),
+		"route": route, "status": status, "apiRequestId": requestID(ctx),
 		"requests": 1, "latency": ms, "dynamodbCalls": u.Calls, "readUnits": u.ReadUnits, "writeUnits": u.WriteUnits,
 	}
 	if problemType != "" {

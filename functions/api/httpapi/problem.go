@@ -67,7 +67,7 @@ func problemFor(err error) Problem {
 func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	p := problemFor(err)
 	if errcode.Of(err) == errcode.Internal || errcode.Of(err) == errcode.Unavailable {
-		h.deps.Logger.ErrorContext(ctx, "request failed", "requestId", requestID(ctx), "status", p.Status, "error", err.Error())
+		h.deps.Logger.ErrorContext(ctx, "request failed", "apiRequestId", requestID(ctx), "status", p.Status, "error", err.Error())
 	}
 	body, _ := json.Marshal(p)
 	if rec, ok := w.(*recorder); ok {

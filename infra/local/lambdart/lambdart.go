@@ -128,10 +128,11 @@ type Process struct {
 }
 
 // Run starts the function binary bin with env added to this process's
-// environment, pointed at the runtime; its output goes to out.
+// environment, pointed at the runtime; its output goes to out. Logs are JSON,
+// as the functions' LoggingConfig asks of Lambda, unless env says otherwise.
 func (rt *Runtime) Run(bin string, env []string, out io.Writer) (*Process, error) {
 	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(), env...),
+	cmd.Env = append(append(append(os.Environ(), "AWS_LAMBDA_LOG_FORMAT=JSON"), env...),
 		"AWS_LAMBDA_RUNTIME_API="+rt.addr, "AWS_LAMBDA_FUNCTION_NAME="+rt.fnName,
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512", "AWS_LAMBDA_FUNCTION_VERSION=$LATEST")
 	cmd.Stdout, cmd.Stderr = out, out
