@@ -3,10 +3,10 @@ package esm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,14 +183,7 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 	prefix := stacktest.Tables(t)
 	putReviews(t, prefix, "u0", "poison", "u2")
 	f := &fn{}
-	f.fail = func(keys []string, _ []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
-		for _, k := range keys {
-			if k == "poison" {
-				return events.DynamoDBEventResponse{}, errors.New("cannot handle this one")
-			}
-		}
-		return events.DynamoDBEventResponse{}, nil
-	}
+	f.fail = failOn("poison")
 	m := mapping("poison")
 	m.ReportBatchItemFailures = false
 	dir := t.TempDir()
@@ -446,14 +439,7 @@ func TestRetriesExhaustedWithoutBisectFailTheWholeBatch(t *testing.T) {
 	prefix := stacktest.Tables(t)
 	putReviews(t, prefix, "u0", "poison", "u2", "u3", "u4")
 	f := &fn{}
-	f.fail = func(keys []string, _ []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
-		for _, k := range keys {
-			if k == "poison" {
-				return events.DynamoDBEventResponse{}, errors.New("cannot handle this one")
-			}
-		}
-		return events.DynamoDBEventResponse{}, nil
-	}
+	f.fail = failOn("poison")
 	m := mapping("no-bisect")
 	m.BisectOnError = false
 	m.ReportBatchItemFailures = false
@@ -557,5 +543,15 @@ func TestBatchesStayUnderLambdasPayloadLimit(t *testing.T) {
 		if c != 1 {
 			t.Errorf("%s delivered %d times, want once", k, c)
 		}
+	}
+}
+
+// failOn fails every invocation whose batch holds the record keyed bad.
+func failOn(bad string) func([]string, []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
+	return func(keys []string, _ []events.DynamoDBEventRecord) (events.DynamoDBEventResponse, error) {
+		if slices.Contains(keys, bad) {
+			return events.DynamoDBEventResponse{}, fmt.Errorf("cannot handle %s", bad)
+		}
+		return events.DynamoDBEventResponse{}, nil
 	}
 }
