@@ -23,6 +23,16 @@ const (
 // Functions lists every function, in a stable order.
 func Functions() []string { return []string{API, Counters, StreamIndexer, Archiver} }
 
+// Timeout is how long one invocation of fn may run, its Lambda timeout: the
+// API's answers must come well inside API Gateway's 30 s integration limit;
+// the stream functions get room for a batch's retries of contended writes.
+func Timeout(fn string) time.Duration {
+	if fn == API {
+		return 10 * time.Second
+	}
+	return 60 * time.Second
+}
+
 // MaxConsumersPerStream is how many readers one stream shard tolerates before
 // DynamoDB Streams throttles them.
 const MaxConsumersPerStream = 2

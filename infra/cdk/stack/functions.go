@@ -61,7 +61,8 @@ type Access struct {
 	// their names (to tell records apart), not access to their data.
 	StreamTables []string
 	MemoryMiB    int
-	Timeout      time.Duration
+	// Timeout is the function's timeout (wiring.Timeout).
+	Timeout time.Duration
 }
 
 // streamTables returns the tables whose streams feed fn (shared/wiring), sorted.
@@ -86,25 +87,25 @@ func Accesses() map[string]Access {
 			Search:       SearchRead,
 			CursorSecret: true,
 			MemoryMiB:    512,
-			Timeout:      10 * time.Second,
+			Timeout:      wiring.Timeout(wiring.API),
 		},
 		wiring.Counters: {
 			Tables:       []string{tables.Users, tables.Products, tables.CounterEvents},
 			StreamTables: streamTables(wiring.Counters),
 			MemoryMiB:    256,
-			Timeout:      60 * time.Second,
+			Timeout:      wiring.Timeout(wiring.Counters),
 		},
 		wiring.StreamIndexer: {
 			Search:       SearchReadWrite,
 			StreamTables: streamTables(wiring.StreamIndexer),
 			MemoryMiB:    256,
-			Timeout:      60 * time.Second,
+			Timeout:      wiring.Timeout(wiring.StreamIndexer),
 		},
 		wiring.Archiver: {
 			Archive:      true,
 			StreamTables: streamTables(wiring.Archiver),
 			MemoryMiB:    256,
-			Timeout:      60 * time.Second,
+			Timeout:      wiring.Timeout(wiring.Archiver),
 		},
 	}
 }

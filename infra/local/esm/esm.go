@@ -68,6 +68,11 @@ type Config struct {
 	PollInterval time.Duration
 	// DataDir keeps checkpoints and failure records; "" keeps them in memory.
 	DataDir string
+	// FunctionTimeout bounds one invocation (default: wiring.Timeout of the
+	// mapping's function). The function's context carries the deadline; an
+	// invocation still running at it fails as Lambda's "Task timed out" does,
+	// and the batch is retried like any failure.
+	FunctionTimeout time.Duration
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -645,7 +650,7 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, outcome) {
 	// The function sees a Lambda context, so its logger carries a request id.
 	lc := &lambdacontext.LambdaContext{AwsRequestID: requestID(), InvokedFunctionArn: functionArn(r.m.Function)}
 	out := outcome{requestID: lc.AwsRequestID}
-	resp, err := r.safeHandle(lambdacontext.NewContext(ctx, lc), ev)
+	resp, err := r.handleWithin(lambdacontext.NewContext(ctx, lc), ev)
 	if err != nil {
 		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "requestId", lc.AwsRequestID, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
 		out.functionError, out.reason = "Unhandled", err.Error()
@@ -683,6 +688,37 @@ func requestID() string {
 	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// handleWithin runs the function with the function timeout's deadline. A
+// function that overruns it is left to finish on its own; its answer no longer
+// counts, as Lambda stops waiting for a timed-out invocation.
+func (r *runner) handleWithin(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	timeout := r.p.cfg.FunctionTimeout
+	if timeout <= 0 {
+		timeout = wiring.Timeout(r.m.Function)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type answer struct {
+		resp events.DynamoDBEventResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := r.safeHandle(ctx, ev)
+		done <- answer{resp, err}
+	}()
+	select {
+	case a := <-done:
+		return a.resp, a.err
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return events.DynamoDBEventResponse{}, ctx.Err() // the poller is closing
+		}
+		// Lambda's own words for it.
+		return events.DynamoDBEventResponse{}, fmt.Errorf("Task timed out after %.2f seconds", timeout.Seconds())
+	}
 }
 
 func (r *runner) safeHandle(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {

@@ -555,3 +555,57 @@ func failOn(bad string) func([]string, []events.DynamoDBEventRecord) (events.Dyn
 		return events.DynamoDBEventResponse{}, nil
 	}
 }
+
+// TestTimedOutInvocationIsRetried: an invocation that outlives the function
+// timeout fails as on Lambda (its late answer ignored) and the batch is
+// delivered again; the function's context carried the deadline.
+func TestTimedOutInvocationIsRetried(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	putReviews(t, prefix, "u1", "u2")
+	release := make(chan struct{})
+	defer close(release)
+	var mu sync.Mutex
+	var calls int
+	var deadlines []time.Duration
+	fn := InvokerFunc(func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		if d, ok := ctx.Deadline(); ok {
+			deadlines = append(deadlines, time.Until(d))
+		}
+		mu.Unlock()
+		if first {
+			<-release // ignores its context, as a stuck function would
+			return events.DynamoDBEventResponse{}, nil
+		}
+		return events.DynamoDBEventResponse{}, nil
+	})
+	m := mapping("timeout")
+	m.BisectOnError = false // the retry is the whole batch again
+	st := stacktest.Stack(t)
+	p, err := Start(context.Background(), Config{DynamoDB: st.DynamoDB(), Streams: st.Streams(), TablePrefix: prefix,
+		Mappings: []wiring.Mapping{m}, Functions: map[string]Invoker{m.Function: fn}, PollInterval: 50 * time.Millisecond,
+		FunctionTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer p.Close()
+	idle(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 2 {
+		t.Errorf("invocations: got %d, want 2 (the timed-out one, then its retry)", calls)
+	}
+	if len(deadlines) != calls {
+		t.Fatalf("deadlines: got %d for %d invocations, want one each", len(deadlines), calls)
+	}
+	for _, d := range deadlines {
+		if d > 300*time.Millisecond {
+			t.Errorf("deadline %v ahead at the call, want at most the 300ms timeout", d)
+		}
+	}
+	if f := p.Failures(m.Name); len(f) != 0 {
+		t.Errorf("failure destination: got %+v, want nothing (the retry succeeded)", f)
+	}
+}
