@@ -73,8 +73,8 @@ type Config struct {
 	// invocation still running at it fails as Lambda's "Task timed out" does,
 	// and the batch is retried like any failure.
 	FunctionTimeout time.Duration
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
 // Failure is what an on-failure destination receives: AWS's invocation
