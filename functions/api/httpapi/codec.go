@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"sort"
 	"strconv"
@@ -17,13 +16,16 @@ import (
 )
 
 // decode reads the JSON body into v: one JSON object, no unknown fields, no
-// trailing data. Codes: Invalid, TooLarge.
+// trailing data. The body is read as JSON whatever its Content-Type says, as
+// AWS's own JSON APIs do: `curl -d` sends form-urlencoded, and a body that is
+// not JSON fails on its content, with the field at fault. Codes: Invalid,
+// TooLarge.
 func decode(r *http.Request, v any) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
-	return decodeBody(r.Header.Get("Content-Type"), body, v)
+	return decodeJSON(body, v)
 }
 
 // readBody reads the body, at most MaxBodyBytes. Codes: TooLarge.
@@ -36,18 +38,6 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, tooLarge()
 	}
 	return body, nil
-}
-
-// decodeBody checks the content type (JSON, or none) and decodes body into v.
-// Codes: Invalid.
-func decodeBody(contentType string, body []byte, v any) error {
-	if contentType != "" {
-		mt, _, err := mime.ParseMediaType(contentType)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return invalid("Content-Type", "must be application/json")
-		}
-	}
-	return decodeJSON(body, v)
 }
 
 // fieldsOf splits err into its field errors (to add more) and any other error.

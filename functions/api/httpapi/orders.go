@@ -23,7 +23,7 @@ func (h *Handler) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in, err := decodeOrderRequest(r.Header.Get("Content-Type"), body)
+	in, err := decodeOrderRequest(body)
 	if err != nil {
 		return err
 	}
@@ -81,9 +81,9 @@ func (h *Handler) placeOrder(w http.ResponseWriter, r *http.Request) error {
 }
 
 // decodeOrderRequest decodes and validates an order placement body.
-func decodeOrderRequest(contentType string, body []byte) (orders.Request, error) {
+func decodeOrderRequest(body []byte) (orders.Request, error) {
 	var in orders.Request
-	if err := decodeBody(contentType, body, &in); err != nil {
+	if err := decodeJSON(body, &in); err != nil {
 		return orders.Request{}, err
 	}
 	if err := in.Validate(); err != nil {

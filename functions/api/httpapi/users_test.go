@@ -52,8 +52,16 @@ func TestUsers(t *testing.T) {
 	t.Run("malformed JSON", func(t *testing.T) {
 		want(t, e.do("POST", "/users", bob, `{"email":`), 400, "validation")
 	})
-	t.Run("wrong content type", func(t *testing.T) {
-		want(t, e.do("POST", "/users", bob, `{"email":"b@example.com","name":"B"}`, "Content-Type", "text/plain"), 400, "validation")
+	t.Run("a form body is not JSON", func(t *testing.T) {
+		want(t, e.do("POST", "/users", bob, `email=b@example.com&name=B`, "Content-Type", "application/x-www-form-urlencoded"), 400, "validation")
+	})
+	t.Run("JSON under another content type is read as JSON", func(t *testing.T) {
+		// What `curl -d '{...}'` sends.
+		r := e.do("POST", "/users", userCaller("cara"), `{"email":"cara@example.com","name":"Cara"}`, "Content-Type", "application/x-www-form-urlencoded")
+		want(t, r, 201)
+		if r.str("email") != "cara@example.com" {
+			t.Errorf("got %s, want cara's user", r.Body)
+		}
 	})
 
 	want(t, e.do("POST", "/users", bob, map[string]any{"email": "bob@example.com", "name": "Bob"}), 201)
