@@ -128,14 +128,19 @@ func TestMalformedObjectsAreErrors(t *testing.T) {
 		{"an S3 event", []byte(`{"Records":[{"eventSource":"aws:s3"}]}`)},
 		{"an SQS destination's record (no payload)", edit(t, func(m map[string]any) { delete(m, "payload") })},
 		{"no batch info", edit(t, func(m map[string]any) { delete(m, "DDBStreamBatchInfo") })},
-		{"Kinesis batch info", edit(t, func(m map[string]any) { m["KinesisBatchInfo"] = m["DDBStreamBatchInfo"]; delete(m, "DDBStreamBatchInfo") })},
+		{"Kinesis batch info", edit(t, func(m map[string]any) {
+			m["KinesisBatchInfo"] = m["DDBStreamBatchInfo"]
+			delete(m, "DDBStreamBatchInfo")
+		})},
 		{"no request context", edit(t, func(m map[string]any) { delete(m, "requestContext") })},
 		{"other version", edit(t, func(m map[string]any) { m["version"] = "2.0" })},
 		{"bad timestamp", edit(t, func(m map[string]any) { m["timestamp"] = "yesterday" })},
 		{"bad arrival", edit(t, func(m map[string]any) { obj(m, "DDBStreamBatchInfo")["approximateArrivalOfLastRecord"] = 12 })},
 		{"unknown condition", edit(t, func(m map[string]any) { obj(m, "requestContext")["condition"] = "Bored" })},
 		{"not a function ARN", edit(t, func(m map[string]any) { obj(m, "requestContext")["functionArn"] = "counters" })},
-		{"not a stream ARN", edit(t, func(m map[string]any) { obj(m, "DDBStreamBatchInfo")["streamArn"] = "arn:aws:kinesis:us-east-1:1:stream/x" })},
+		{"not a stream ARN", edit(t, func(m map[string]any) {
+			obj(m, "DDBStreamBatchInfo")["streamArn"] = "arn:aws:kinesis:us-east-1:1:stream/x"
+		})},
 		{"batch size differs", edit(t, func(m map[string]any) { obj(m, "DDBStreamBatchInfo")["batchSize"] = 3 })},
 		{"sequence range differs", edit(t, func(m map[string]any) { obj(m, "DDBStreamBatchInfo")["startSequenceNumber"] = "1" })},
 		{"no records", edit(t, func(m map[string]any) { obj(m, "payload")["Records"] = []any{} })},
