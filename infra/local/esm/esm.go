@@ -324,6 +324,10 @@ type shard struct {
 	closed   bool
 	buffer   []pending
 	since    time.Time // when the oldest buffered record was read
+	// lastRead is the sequence number of the last record read from the
+	// stream, delivered or not: a new iterator starts after it, so records
+	// already buffered are not read twice.
+	lastRead string
 }
 
 type pending struct {
@@ -464,7 +468,11 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 	if s.iterator == nil {
 		in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(r.arn), ShardId: aws.String(s.id),
 			ShardIteratorType: s.position}
-		if last := r.p.checkpoint(key); last != "" {
+		last := s.lastRead
+		if last == "" {
+			last = r.p.checkpoint(key)
+		}
+		if last != "" {
 			in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(last)
 		}
 		out, err := r.p.cfg.Streams.GetShardIterator(ctx, in)
@@ -490,6 +498,7 @@ func (r *runner) read(ctx context.Context, s *shard) (int, error) {
 		total += len(out.Records)
 		for _, rec := range out.Records {
 			ev := toEvent(rec, r.arn)
+			s.lastRead = ev.Change.SequenceNumber
 			raw, err := json.Marshal(ev)
 			if err != nil {
 				return total, fmt.Errorf("encode record %s: %w", ev.EventID, err)
@@ -564,7 +573,12 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) {
 			continue
 		}
 		rest := a.recs[failedAt:]
-		if r.m.BisectOnError && len(rest) > 1 {
+		// A function error splits the batch in two. A partial batch
+		// response splits it at the returned sequence number: the records
+		// before it are done and the rest is retried as it is, which spends
+		// a retry (AWS: "the batch is bisected at the returned sequence
+		// number and Lambda retries only the remaining records").
+		if r.m.BisectOnError && !out.partial && len(rest) > 1 {
 			half := len(rest) / 2
 			queue = append([]attempt{
 				{recs: rest[:half], invocations: a.invocations, retries: a.retries},
@@ -592,6 +606,9 @@ type outcome struct {
 	requestID     string
 	functionError string // "Unhandled" when the function returned an error
 	reason        string
+	// partial is true when the function answered with a valid partial
+	// batch response: the invocation succeeded up to the failed record.
+	partial bool
 }
 
 // failure builds the on-failure record of the records b.
@@ -677,7 +694,7 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, outcome) {
 			first = idx
 		}
 	}
-	out.reason = "partial batch failure"
+	out.reason, out.partial = "partial batch failure", true
 	return first, out
 }
 
