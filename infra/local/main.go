@@ -56,6 +56,7 @@ type settings struct {
 	DataDir                                   string
 	SweepInterval                             time.Duration
 	ArchiveBucket                             string
+	FailureBucket                             string
 	TablePrefix                               string
 	JWTSecret                                 string
 	// FunctionEnv holds the functions' own settings passed through.
@@ -70,6 +71,7 @@ func load(getenv func(string) string) (settings, error) {
 	s := settings{
 		DataDir:       getenv("DATA_DIR"),
 		ArchiveBucket: or(getenv("ARCHIVE_BUCKET"), "shopstream-archive"),
+		FailureBucket: or(getenv("FAILURE_BUCKET"), system.DefaultFailureBucket),
 		TablePrefix:   getenv("TABLE_PREFIX"),
 		JWTSecret:     or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret),
 		FunctionEnv:   map[string]string{},
@@ -133,12 +135,13 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 			TTLSweepInterval: cfg.SweepInterval,
 			Logger:           logger,
 		},
-		APIAddr:     addr(cfg.APIPort),
-		TablePrefix: cfg.TablePrefix,
-		JWTSecret:   []byte(cfg.JWTSecret),
-		Env:         cfg.FunctionEnv,
-		Logger:      logger,
-		Metrics:     io.Discard,
+		APIAddr:       addr(cfg.APIPort),
+		FailureBucket: cfg.FailureBucket,
+		TablePrefix:   cfg.TablePrefix,
+		JWTSecret:     []byte(cfg.JWTSecret),
+		Env:           cfg.FunctionEnv,
+		Logger:        logger,
+		Metrics:       io.Discard,
 	})
 	if err != nil {
 		return err
@@ -150,7 +153,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	}()
 	logger.Info("endpoint", "service", "api", "url", sys.APIURL)
 	logger.Info("endpoint", "service", "dynamodb", "url", sys.DynamoDBURL, "dynamodbLocalPid", sys.DynamoDBLocalPid())
-	logger.Info("endpoint", "service", "s3", "url", sys.S3URL, "bucket", cfg.ArchiveBucket)
+	logger.Info("endpoint", "service", "s3", "url", sys.S3URL, "bucket", cfg.ArchiveBucket, "failureBucket", cfg.FailureBucket)
 	logger.Info("endpoint", "service", "search", "url", sys.SearchURL)
 	logger.Info("ready", "ms", time.Since(started).Milliseconds(), "pid", os.Getpid())
 	<-ctx.Done()

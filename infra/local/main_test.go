@@ -33,11 +33,12 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if got.DynamoDBPort != 8000 || got.S3Port != 9000 || got.SearchPort != 9200 || got.APIPort != 3000 || got.SweepInterval != 5*time.Second || got.ArchiveBucket != "shopstream-archive" {
+	if got.DynamoDBPort != 8000 || got.S3Port != 9000 || got.SearchPort != 9200 || got.APIPort != 3000 || got.SweepInterval != 5*time.Second || got.ArchiveBucket != "shopstream-archive" ||
+		got.FailureBucket != "shopstream-failures" {
 		t.Errorf("defaults: got %+v", got)
 	}
-	got, err = load(env(map[string]string{"DYNAMODB_PORT": "8100", "TTL_SWEEP_INTERVAL": "2s"}))
-	if err != nil || got.DynamoDBPort != 8100 || got.SweepInterval != 2*time.Second {
+	got, err = load(env(map[string]string{"DYNAMODB_PORT": "8100", "TTL_SWEEP_INTERVAL": "2s", "FAILURE_BUCKET": "drill-failures"}))
+	if err != nil || got.DynamoDBPort != 8100 || got.SweepInterval != 2*time.Second || got.FailureBucket != "drill-failures" {
 		t.Errorf("overrides: got %+v, %v", got, err)
 	}
 	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"}} {

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -66,8 +67,12 @@ type Config struct {
 	// PollInterval is how often each stream is polled (default 250ms). Batching
 	// windows are capped at four intervals so that local runs stay quick.
 	PollInterval time.Duration
-	// DataDir keeps checkpoints and failure records; "" keeps them in memory.
+	// DataDir keeps checkpoints; "" keeps them in memory.
 	DataDir string
+	// Destination receives the batches the mappings give up on, as Lambda
+	// writes them to an S3 on-failure destination; nil keeps them in memory
+	// only (Poller.Failures).
+	Destination Destination
 	// FunctionTimeout bounds one invocation (default: wiring.Timeout of the
 	// mapping's function). The function's context carries the deadline; an
 	// invocation still running at it fails as Lambda's "Task timed out" does,
@@ -77,53 +82,20 @@ type Config struct {
 	Now             func() time.Time
 }
 
-// Failure is what an on-failure destination receives: AWS's invocation
-// record of a discarded stream batch, which says where the batch was in the
-// stream, not what it held.
+// Failure is what a mapping gave up on: the object Lambda writes to an S3
+// on-failure destination (shared/failures), where it went, and why.
 type Failure struct {
-	Version         string          `json:"version"`
-	Timestamp       time.Time       `json:"timestamp"`
-	RequestContext  RequestContext  `json:"requestContext"`
-	ResponseContext ResponseContext `json:"responseContext"`
-	Batch           BatchInfo       `json:"DDBStreamBatchInfo"`
-	// Destination names the destination (wiring.Mapping.FailureDestination);
-	// on AWS it is the queue the record is sent to, not part of it.
-	Destination string `json:"-"`
+	failures.Object
+	// Key is the object's key in the failure bucket.
+	Key string
 	// Reason is the last error, for the log; AWS keeps it in the function's logs.
-	Reason string `json:"-"`
-}
-
-// RequestContext says why the batch was discarded.
-type RequestContext struct {
-	RequestID   string `json:"requestId"`
-	FunctionArn string `json:"functionArn"`
-	// Condition is ConditionRetriesExhausted or ConditionRecordAge.
-	Condition              string `json:"condition"`
-	ApproximateInvokeCount int    `json:"approximateInvokeCount"`
-}
-
-// ResponseContext is the function's last answer.
-type ResponseContext struct {
-	StatusCode      int    `json:"statusCode"`
-	ExecutedVersion string `json:"executedVersion"`
-	FunctionError   string `json:"functionError,omitempty"`
-}
-
-// BatchInfo locates the discarded records in the stream.
-type BatchInfo struct {
-	ShardID                         string    `json:"shardId"`
-	StartSequenceNumber             string    `json:"startSequenceNumber"`
-	EndSequenceNumber               string    `json:"endSequenceNumber"`
-	ApproximateArrivalOfFirstRecord time.Time `json:"approximateArrivalOfFirstRecord"`
-	ApproximateArrivalOfLastRecord  time.Time `json:"approximateArrivalOfLastRecord"`
-	BatchSize                       int       `json:"batchSize"`
-	StreamArn                       string    `json:"streamArn"`
+	Reason string
 }
 
 // Conditions under which records go to the on-failure destination.
 const (
-	ConditionRetriesExhausted = "RetryAttemptsExhausted"
-	ConditionRecordAge        = "RecordAgeExceeded"
+	ConditionRetriesExhausted = failures.ConditionRetriesExhausted
+	ConditionRecordAge        = failures.ConditionRecordAge
 )
 
 // Poller runs every mapping.
@@ -235,24 +207,10 @@ func (p *Poller) fail(mapping string, f Failure) {
 	p.mu.Lock()
 	p.failures[mapping] = append(p.failures[mapping], f)
 	p.mu.Unlock()
-	p.cfg.Logger.Warn("on-failure destination", "mapping", mapping, "destination", f.Destination, "condition", f.RequestContext.Condition,
+	p.cfg.Logger.Warn("on-failure destination", "mapping", mapping, "key", f.Key, "condition", f.RequestContext.Condition,
 		"shardId", f.Batch.ShardID, "start", f.Batch.StartSequenceNumber, "end", f.Batch.EndSequenceNumber, "count", f.Batch.BatchSize,
 		"invocations", f.RequestContext.ApproximateInvokeCount, "reason", f.Reason)
-	if p.cfg.DataDir == "" {
-		return
-	}
-	dir := filepath.Join(p.cfg.DataDir, "failures")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		p.cfg.Logger.Error("write failure record", "err", err.Error())
-		return
-	}
-	fh, err := os.OpenFile(filepath.Join(dir, f.Destination+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		p.cfg.Logger.Error("write failure record", "err", err.Error())
-		return
-	}
-	defer fh.Close()
-	json.NewEncoder(fh).Encode(f)
+	p.destine(mapping, f)
 }
 
 func (p *Poller) checkpointPath() string {
@@ -611,23 +569,27 @@ type outcome struct {
 	partial bool
 }
 
-// failure builds the on-failure record of the records b.
+// failure builds the on-failure record of the records b, payload included.
 func (r *runner) failure(s *shard, b []pending, condition string, invocations int, out outcome) Failure {
-	f := Failure{
-		Version: "1.0", Timestamp: r.p.cfg.Now().UTC(),
-		RequestContext: RequestContext{RequestID: out.requestID, FunctionArn: functionArn(r.m.Function),
+	now := r.p.cfg.Now().UTC()
+	o := failures.Object{
+		Version: failures.Version, Timestamp: now,
+		RequestContext: failures.RequestContext{RequestID: out.requestID, FunctionArn: functionArn(r.m.Function),
 			Condition: condition, ApproximateInvokeCount: invocations},
-		Batch: BatchInfo{ShardID: s.id, StartSequenceNumber: b[0].seq, EndSequenceNumber: b[len(b)-1].seq,
+		Batch: failures.BatchInfo{ShardID: s.id, StartSequenceNumber: b[0].seq, EndSequenceNumber: b[len(b)-1].seq,
 			ApproximateArrivalOfFirstRecord: b[0].rec.Change.ApproximateCreationDateTime.UTC(),
 			ApproximateArrivalOfLastRecord:  b[len(b)-1].rec.Change.ApproximateCreationDateTime.UTC(),
 			BatchSize:                       len(b), StreamArn: r.arn},
-		Destination: r.m.FailureDestination(),
-		Reason:      out.reason,
+		Payload: events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(b))},
+	}
+	for i, x := range b {
+		o.Payload.Records[i] = x.rec
 	}
 	if invocations > 0 {
-		f.ResponseContext = ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: out.functionError}
+		o.ResponseContext = failures.ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: out.functionError}
 	}
-	return f
+	key := failures.NewKey(failures.LocalMappingID(r.m.Name), s.id, now)
+	return Failure{Object: o, Key: key.String(), Reason: out.reason}
 }
 
 func functionArn(function string) string {

@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -186,8 +187,17 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 	f.fail = failOn("poison")
 	m := mapping("poison")
 	m.ReportBatchItemFailures = false
-	dir := t.TempDir()
-	p := start(t, prefix, m, f, dir)
+	st := stacktest.Stack(t)
+	bucket := strings.ToLower(strings.TrimSuffix(prefix, "-")) + "-failures"
+	if _, err := st.S3().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), Config{DynamoDB: st.DynamoDB(), Streams: st.Streams(), TablePrefix: prefix,
+		Mappings: []wiring.Mapping{m}, Functions: map[string]Invoker{"f": f}, PollInterval: 50 * time.Millisecond,
+		Destination: &S3Destination{S3: st.S3(), Bucket: bucket}})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
 	defer p.Close()
 	idle(t, p)
 	got := f.delivered()
@@ -195,7 +205,7 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 		t.Errorf("records around the poison: got %v, want both delivered", got)
 	}
 	fails := p.Failures(m.Name)
-	if len(fails) != 1 || fails[0].Batch.BatchSize != 1 || fails[0].Batch.StartSequenceNumber != fails[0].Batch.EndSequenceNumber || fails[0].Destination != "poison-failures" {
+	if len(fails) != 1 || fails[0].Batch.BatchSize != 1 || fails[0].Batch.StartSequenceNumber != fails[0].Batch.EndSequenceNumber {
 		t.Fatalf("failures: got %+v, want the poison record alone", fails)
 	}
 	// Splitting does not consume the retry quota: the poison alone gets one
@@ -211,11 +221,28 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 	if alone != m.RetryAttempts+1 {
 		t.Errorf("invocations of the poison alone: got %d, want %d", alone, m.RetryAttempts+1)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "failures", "poison-failures.jsonl"))
+	// The object in the bucket is AWS's invocation record with the payload,
+	// under Lambda's key layout.
+	k, err := failures.ParseKey(fails[0].Key)
+	if err != nil || k.MappingID != failures.LocalMappingID(m.Name) || k.ShardID != fails[0].Batch.ShardID {
+		t.Errorf("key %s: got %+v, %v; want the mapping's id and the shard", fails[0].Key, k, err)
+	}
+	obj, err := st.S3().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(fails[0].Key)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The record on disk is AWS's invocation record.
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := failures.Parse(b)
+	if err != nil {
+		t.Fatalf("parse %s: %v", b, err)
+	}
+	if got := parsed.Payload.Records; len(got) != 1 || got[0].Change.Keys["userId"].String() != "poison" {
+		t.Errorf("payload: got %+v, want the poison record", got)
+	}
 	var rec struct {
 		Version        string
 		RequestContext struct {

@@ -36,6 +36,9 @@ type Config struct {
 	Env map[string]string
 	// PollInterval is how often the event-source mappings poll the streams.
 	PollInterval time.Duration
+	// FailureBucket is the mappings' on-failure destination (FAILURE_BUCKET,
+	// default DefaultFailureBucket), created at start.
+	FailureBucket string
 	// NoMappings builds the stream functions but starts no event-source
 	// mapping: the caller feeds the functions itself.
 	NoMappings bool
@@ -53,6 +56,9 @@ const DefaultCursorSecret = "shopstream-local-cursor-secret"
 // DefaultArchiveBucket is ARCHIVE_BUCKET's local default.
 const DefaultArchiveBucket = "shopstream-archive"
 
+// DefaultFailureBucket is FAILURE_BUCKET's local default.
+const DefaultFailureBucket = "shopstream-failures"
+
 // System is the running product.
 type System struct {
 	*stack.Stack
@@ -62,8 +68,10 @@ type System struct {
 	// Functions are the stream functions by name, as the mappings invoke them.
 	Functions map[string]esm.Invoker
 	// Env is the environment every function sees, as on AWS.
-	Env     map[string]string
-	closers []func() error
+	Env map[string]string
+	// FailureBucket holds the batches the mappings gave up on.
+	FailureBucket string
+	closers       []func() error
 }
 
 // Start runs everything and returns when the API answers and the processors poll.
@@ -86,12 +94,15 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 			env[k] = v
 		}
 	}
-	cfg.Stack.Buckets = append(cfg.Stack.Buckets, env["ARCHIVE_BUCKET"])
+	if cfg.FailureBucket == "" {
+		cfg.FailureBucket = DefaultFailureBucket
+	}
+	cfg.Stack.Buckets = append(cfg.Stack.Buckets, env["ARCHIVE_BUCKET"], cfg.FailureBucket)
 	st, err := stack.Start(ctx, cfg.Stack)
 	if err != nil {
 		return nil, err
 	}
-	s := &System{Stack: st, Env: env}
+	s := &System{Stack: st, Env: env, FailureBucket: cfg.FailureBucket}
 	defer func() {
 		if err != nil {
 			s.Close()

@@ -62,6 +62,7 @@ func (s *System) processors(ctx context.Context, getenv func(string) string, cfg
 		DynamoDB: s.DynamoDB(), Streams: s.Streams(), TablePrefix: cfg.TablePrefix,
 		Mappings: wiring.Mappings(), Functions: functions, PollInterval: cfg.PollInterval,
 		DataDir: dataDir, Logger: cfg.Logger.With("service", "event-source-mapping"),
+		Destination: &esm.S3Destination{S3: s.S3(), Bucket: s.FailureBucket},
 	})
 	if err != nil {
 		return err
