@@ -29,9 +29,9 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
-## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin)
+## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin, EMAIL=… its email claim, default <sub>@example.com)
 token:
-	@$(GO) run ./infra/local token -sub $(or $(SUB),u1) $(if $(ADMIN),-admin)
+	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)')
 
 ## seed: demo users and products into a running `make run`
 seed:

@@ -23,6 +23,7 @@ require (
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/opensearch-project/opensearch-go/v4 v4.8.1
 	go.etcd.io/bbolt v1.4.0
+	golang.org/x/text v0.37.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 

@@ -5,7 +5,7 @@
 // (CONTRACT §1).
 //
 //	go run ./infra/local                      # the whole system
-//	go run ./infra/local token -sub u1 [-admin] # a dev JWT for the API
+//	go run ./infra/local token -sub u1 [-admin] [-email a@example.com] # a dev JWT for the API
 package main
 
 import (
@@ -166,6 +166,7 @@ func token(args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	sub := fs.String("sub", "", "the user id (the token's sub)")
 	admin := fs.Bool("admin", false, "put the user in the admin group")
+	email := fs.String("email", "", "the token's email claim (default <sub>@example.com)")
 	ttl := fs.Duration("ttl", 12*time.Hour, "how long the token is valid")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -173,7 +174,8 @@ func token(args []string, getenv func(string) string, out io.Writer) error {
 	if *sub == "" {
 		return fmt.Errorf("-sub is required")
 	}
-	tok, err := apigw.Token([]byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret)), *sub, *admin, *ttl)
+	tok, err := apigw.TokenFor([]byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret)),
+		apigw.Claims{Sub: *sub, Email: *email, Admin: *admin}, *ttl)
 	if err != nil {
 		return err
 	}

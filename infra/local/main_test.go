@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -46,6 +47,49 @@ func TestLoadSettings(t *testing.T) {
 			t.Errorf("%v: got nil error, want one", bad)
 		}
 	}
+}
+
+// TestTokenCommand: `make token` prints a token whose email claim is EMAIL=
+// when given, else <sub>@example.com.
+func TestTokenCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"-sub", "u1"}, map[string]any{"sub": "u1", "email": "u1@example.com"}},
+		{[]string{"-sub", "u2", "-admin", "-email", "grace@example.com"}, map[string]any{"sub": "u2", "email": "grace@example.com", "cognito:groups": []any{"admin"}}},
+	} {
+		var out bytes.Buffer
+		if err := token(tc.args, func(string) string { return "" }, &out); err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(strings.TrimSpace(out.String()), ".")
+		if len(parts) != 3 {
+			t.Fatalf("got %q, want a JWT", out.String())
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims map[string]any
+		if err := json.Unmarshal(raw, &claims); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range tc.want {
+			if got, _ := json.Marshal(claims[k]); string(got) != mustJSON(t, v) {
+				t.Errorf("%v: got %s = %s, want %s", tc.args, k, got, mustJSON(t, v))
+			}
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func freePort(t *testing.T) int {

@@ -116,10 +116,15 @@ func (s *Store) getUser(ctx context.Context, id string, consistent bool) (users.
 }
 
 // PatchUser changes the name and email of user id; an email change moves the
-// claim in the same transaction. ifMatch, when not nil, is the version the
-// caller saw. Codes: NotFound, Conflict (the email is taken),
-// PreconditionFailed.
-func (s *Store) PatchUser(ctx context.Context, id string, p users.Patch, ifMatch *int64) (users.User, error) {
+// claim in the same transaction. A new address must be tokenEmail, the email
+// claim of the user's own token (users.OwnEmail); an unchanged one may be
+// sent back as it is. ifMatch, when not nil, is the version the caller saw.
+// A claim on the old address that is missing, or that another user holds, is
+// left alone: the move puts the new claim and releases nothing it does not
+// own. Codes: NotFound, Conflict (the email is taken), PreconditionFailed,
+// Forbidden and Invalid (from users.OwnEmail).
+func (s *Store) PatchUser(ctx context.Context, id string, p users.Patch, ifMatch *int64, tokenEmail string) (users.User, error) {
+	oldClaimOwned := true
 	for attempt := 1; ; attempt++ {
 		if attempt > s.cfg.MaxAttempts {
 			return users.User{}, contention("patch user")
@@ -135,8 +140,12 @@ func (s *Store) PatchUser(ctx context.Context, id string, p users.Patch, ifMatch
 		if p.Name != nil {
 			next.Name = strings.TrimSpace(*p.Name)
 		}
-		if p.Email != nil {
-			next.Email = strings.TrimSpace(*p.Email)
+		if p.Email != nil && !users.SameEmail(*p.Email, cur.Email) {
+			own, err := users.OwnEmail(tokenEmail, *p.Email)
+			if err != nil {
+				return users.User{}, fmt.Errorf("patch user %s: %w", id, err)
+			}
+			next.Email = own
 		}
 		next.UpdatedAt = s.stamp()
 		next.Version = cur.Version + 1
@@ -173,29 +182,35 @@ func (s *Store) PatchUser(ctx context.Context, id string, p users.Patch, ifMatch
 		if err != nil {
 			return users.User{}, fmt.Errorf("patch user %s: %w", id, err)
 		}
-		owned := mustBuild(expression.NewBuilder().WithCondition(expression.Name("userId").Equal(expression.Value(id))))
 		free := notExists("email")
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		actions := []types.TransactWriteItem{
 			{Update: update},
-			{Delete: &types.Delete{
-				TableName: aws.String(s.t.UserEmails), Key: emailKey(cur.Email),
-				ConditionExpression: owned.Condition(), ExpressionAttributeNames: owned.Names(), ExpressionAttributeValues: owned.Values(),
-			}},
 			{Put: &types.Put{
 				TableName: aws.String(s.t.UserEmails), Item: claim,
 				ConditionExpression: free.Condition(), ExpressionAttributeNames: free.Names(),
 			}},
-		}})
+		}
+		if oldClaimOwned {
+			owned := mustBuild(expression.NewBuilder().WithCondition(expression.Name("userId").Equal(expression.Value(id))))
+			actions = append(actions, types.TransactWriteItem{Delete: &types.Delete{
+				TableName: aws.String(s.t.UserEmails), Key: emailKey(cur.Email),
+				ConditionExpression: owned.Condition(), ExpressionAttributeNames: owned.Names(), ExpressionAttributeValues: owned.Values(),
+			}})
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		c, ok := cancelled(err)
 		switch {
 		case err == nil:
 			return next, nil
-		case ok && c.failed(2):
+		case ok && c.failed(1):
 			return users.User{}, errcode.Errorf(errcode.Conflict, "the email address is already in use")
 		case ok && c.failed(0):
 			continue
-		case ok && c.failed(1):
-			return users.User{}, fmt.Errorf("patch user %s: the claim on the old email is not the user's", id)
+		case ok && c.failed(2):
+			// The old address's claim is gone (lost, or written under an
+			// older EmailKey) or held by another user: not ours to release.
+			// The user's version still guards the move.
+			oldClaimOwned = false
 		case ok && c.retryable() && attempt < s.cfg.MaxAttempts:
 			if err := s.backoff(ctx, attempt); err != nil {
 				return users.User{}, err

@@ -1,21 +1,42 @@
 // Package users holds what a user is and the rules for creating and changing
-// one: required fields, email syntax and the case-insensitive email identity
-// that keeps emails unique.
+// one: what a user id may be, required fields, email syntax, whose email an
+// address may be (the identity's own, from its token) and the caseless email
+// identity that keeps emails unique.
 package users
 
 import (
 	"net/mail"
 	"strings"
+	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/shopstream/shopstream/shared/errcode"
 )
 
 // Limits of user fields.
 const (
+	MaxIDLen    = 128
 	MaxNameLen  = 200
 	MaxEmailLen = 254
 )
+
+// ValidID reports whether id can be a user id (the token's sub): 1 to
+// MaxIDLen bytes of UTF-8 without control characters. Any other id names no
+// user and is never looked up.
+func ValidID(id string) bool {
+	if id == "" || len(id) > MaxIDLen || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
 
 // User is a registered user. The counter fields are maintained by the counters
 // processor from the streams; the API only reads them.
@@ -31,7 +52,8 @@ type User struct {
 	Version            int64  `json:"version" dynamodbav:"version"`
 }
 
-// New is the body of a user creation.
+// New is the body of a user creation. The email is optional: the address is
+// the token's email claim, and a body email must be that one.
 type New struct {
 	Email string `json:"email"`
 	Name  string `json:"name"`
@@ -43,14 +65,46 @@ type Patch struct {
 	Email *string `json:"email"`
 }
 
-// EmailKey returns the identity of an email address: two addresses that differ
-// only in case or surrounding space are one address.
-func EmailKey(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+// EmailKey returns the identity of an email address, under which it is
+// unique: two addresses are one when they are equal after trimming, canonical
+// decomposition, full Unicode case folding and canonical composition (the
+// Unicode Standard's canonical caseless match, in NFC). Unlike
+// strings.ToLower, full folding maps final sigma and sigma alike, and "ß" to
+// "ss".
+func EmailKey(email string) string {
+	s := norm.NFD.String(strings.TrimSpace(email))
+	return norm.NFC.String(cases.Fold().String(s))
+}
+
+// SameEmail reports whether a and b are one address.
+func SameEmail(a, b string) bool { return EmailKey(a) == EmailKey(b) }
+
+// OwnEmail returns the address a user may register or switch to: the email
+// claim of the user's own token, in NFC. body, when not empty, is the address
+// the request names; it must be that claim. Codes: Forbidden (no claim, or
+// body names another address), Invalid (the claim is not a usable address).
+func OwnEmail(claim, body string) (string, error) {
+	if claim == "" {
+		return "", errcode.Errorf(errcode.Forbidden, "the token carries no email claim")
+	}
+	var f errcode.Fields
+	if checkEmail(&f, claim); len(f) > 0 || claim != strings.TrimSpace(claim) {
+		g := errcode.Fields{}
+		g.Add("email", "the token's email claim is not a usable address")
+		return "", g.Err()
+	}
+	if body != "" && !SameEmail(body, claim) {
+		return "", errcode.Errorf(errcode.Forbidden, "the email must be the token's own (its email claim)")
+	}
+	return norm.NFC.String(claim), nil
+}
 
 // Validate returns an errcode.Invalid error listing every invalid field.
 func (n New) Validate() error {
 	var f errcode.Fields
-	checkEmail(&f, n.Email)
+	if n.Email != "" {
+		checkEmail(&f, n.Email)
+	}
 	checkName(&f, n.Name)
 	return f.Err()
 }
@@ -77,6 +131,10 @@ func checkEmail(f *errcode.Fields, email string) {
 		f.Add("email", "is required")
 	case len(e) > MaxEmailLen:
 		f.Add("email", "is longer than %d bytes", MaxEmailLen)
+	case !utf8.ValidString(e):
+		f.Add("email", "is not valid UTF-8")
+	case hasHidden(e):
+		f.Add("email", "holds control or invisible characters")
 	default:
 		a, err := mail.ParseAddress(e)
 		if err != nil || a.Address != e || a.Name != "" {
@@ -95,4 +153,18 @@ func checkName(f *errcode.Fields, name string) {
 	case utf8.RuneCountInString(n) > MaxNameLen:
 		f.Add("name", "is longer than %d characters", MaxNameLen)
 	}
+}
+
+// hasHidden reports control, format (zero-width, bidi), private-use, surrogate
+// and separator characters, and the other default-ignorable ones (Hangul
+// fillers, variation selectors, the combining grapheme joiner): characters
+// that make two addresses look alike on screen while they differ.
+func hasHidden(s string) bool {
+	for _, r := range s {
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs, unicode.Z,
+			unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/routes"
+	"github.com/shopstream/shopstream/shared/users"
 )
 
 // Access is who may call a route (declared in shared/routes).
@@ -27,31 +29,42 @@ const (
 type Identity struct {
 	UserID string
 	Admin  bool
+	// Email is the token's email claim, as the identity provider verified
+	// it; empty when the token has none.
+	Email string
+	// Refused says why a verified token is still not served (a sub that is
+	// not a usable user id); empty when it is.
+	Refused string
 }
 
 // identityFrom reads the verified claims API Gateway passes in
-// requestContext.authorizer.jwt.claims. No sub: anonymous.
+// requestContext.authorizer.jwt.claims. No sub: anonymous. A sub that is not
+// exactly a user id (surrounding space, control characters, too long) is
+// refused rather than trimmed: trimming would let two tokens share one user.
 func identityFrom(ev events.APIGatewayV2HTTPRequest) Identity {
 	a := ev.RequestContext.Authorizer
 	if a == nil || a.JWT == nil {
 		return Identity{}
 	}
-	sub := strings.TrimSpace(a.JWT.Claims["sub"])
+	sub := a.JWT.Claims["sub"]
 	if sub == "" {
 		return Identity{}
 	}
-	id := Identity{UserID: sub}
-	for _, g := range Groups(a.JWT.Claims["cognito:groups"]) {
-		if g == "admin" {
-			id.Admin = true
-		}
+	id := Identity{UserID: sub, Email: a.JWT.Claims["email"]}
+	if strings.TrimSpace(sub) != sub || !users.ValidID(sub) {
+		id.Refused = "the token's sub is not a usable user id"
 	}
+	id.Admin = slices.Contains(Groups(a.JWT.Claims["cognito:groups"]), "admin")
 	return id
 }
 
-// Groups parses a cognito:groups claim as API Gateway passes it: claims arrive
-// as strings, so a list may be "[admin users]" (API Gateway's rendering of a
-// JSON array), `["admin","users"]`, "admin,users", "admin users" or "admin".
+// Groups parses a cognito:groups claim as API Gateway passes it. Claims reach
+// the function as strings: a JSON array in the token arrives as a JSON array
+// (`["admin","users"]`) or as API Gateway's rendering of it, "[admin users]";
+// a plain string claim is one group. Cognito group names hold no white space,
+// so "[a b]" splits on white space only; commas and quotes belong to the
+// names ("support,admin" and "'admin'" are groups of their own, neither
+// admin).
 func Groups(claim string) []string {
 	s := strings.TrimSpace(claim)
 	if s == "" {
@@ -60,22 +73,13 @@ func Groups(claim string) []string {
 	if strings.HasPrefix(s, "[") {
 		var arr []string
 		if json.Unmarshal([]byte(s), &arr) == nil {
-			return clean(arr)
+			return slices.DeleteFunc(arr, func(g string) bool { return g == "" })
 		}
-		s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	}
-	return clean(strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }))
-}
-
-func clean(in []string) []string {
-	var out []string
-	for _, g := range in {
-		g = strings.Trim(strings.TrimSpace(g), `"'`)
-		if g != "" {
-			out = append(out, g)
+		if inner, ok := strings.CutSuffix(s[1:], "]"); ok {
+			return strings.Fields(inner)
 		}
 	}
-	return out
+	return []string{s}
 }
 
 func identity(ctx context.Context) Identity {
@@ -92,6 +96,9 @@ func authorize(r *http.Request, access Access) error {
 	}
 	if id.UserID == "" {
 		return errcode.Errorf(errcode.Unauthorized, "a bearer token is required")
+	}
+	if id.Refused != "" {
+		return errcode.Errorf(errcode.Forbidden, "%s", id.Refused)
 	}
 	switch access {
 	case Admin:

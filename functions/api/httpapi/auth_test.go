@@ -27,7 +27,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	samples := map[string]sample{
 		"GET /healthz":                                  {"/healthz", nil},
-		"POST /users":                                   {"/users", map[string]any{"email": "new@example.com", "name": "New"}},
+		"POST /users":                                   {"/users", map[string]any{"name": "New"}},
 		"GET /users/{userId}":                           {"/users/amy", nil},
 		"PATCH /users/{userId}":                         {"/users/amy", map[string]any{"name": "Amy"}},
 		"POST /products":                                {"/products", map[string]any{"name": "N", "category": "c", "priceCents": 1, "stock": 1}},
@@ -86,6 +86,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 }
 
+// TestGroupsClaim: a caller is admin when one of its groups is exactly
+// "admin", read from a JSON array or API Gateway's "[a b]" text; group names
+// are never split on commas or stripped of quotes.
 func TestGroupsClaim(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -97,10 +100,15 @@ func TestGroupsClaim(t *testing.T) {
 		{"[admin]", []string{"admin"}},
 		{"[admin users]", []string{"admin", "users"}},
 		{`["admin","users"]`, []string{"admin", "users"}},
-		{"admin,users", []string{"admin", "users"}},
-		{"users, admin", []string{"users", "admin"}},
-		{"[ 'admin' ]", []string{"admin"}},
 		{"[administrators]", []string{"administrators"}},
+		{"[support,admin]", []string{"support,admin"}},
+		{`["support,admin"]`, []string{"support,admin"}},
+		{"support,admin", []string{"support,admin"}},
+		{"[ 'admin' ]", []string{"'admin'"}},
+		{`['admin']`, []string{"'admin'"}},
+		{`"admin"`, []string{`"admin"`}},
+		{`[ "admin" ]`, []string{"admin"}},
+		{"users admin", []string{"users admin"}},
 	} {
 		if got := httpapi.Groups(tc.claim); !slices.Equal(got, tc.want) {
 			t.Errorf("Groups(%q): got %q, want %q", tc.claim, got, tc.want)
@@ -108,11 +116,28 @@ func TestGroupsClaim(t *testing.T) {
 	}
 	// Only the exact group "admin" makes an admin.
 	e := newEnv(t)
-	for _, groups := range []string{"[administrators]", "users", `["user","admins"]`} {
+	for _, groups := range []string{
+		"[administrators]", "users", `["user","admins"]`, "[support,admin]", `["support,admin"]`,
+		"support,admin", "['admin']", `"admin"`, "users admin", "[Admin]",
+	} {
 		r := e.do("GET", "/orders?status=PLACED", caller{sub: "x", groups: groups}, nil)
 		want(t, r, 403, "forbidden")
 	}
-	for _, groups := range []string{"[admin]", `["users","admin"]`, "users admin", "admin"} {
+	for _, groups := range []string{"[admin]", `["users","admin"]`, "[users admin]", "admin"} {
 		want(t, e.do("GET", "/orders?status=PLACED", caller{sub: "x", groups: groups}, nil), 200)
+	}
+}
+
+// TestSubIsTakenAsItIs: a token whose sub would need trimming, or that no
+// user id can be, is refused rather than trimmed into another user's id.
+func TestSubIsTakenAsItIs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("sam")
+	for _, sub := range []string{" sam", "sam ", "sam\n", "s\x00am", strings.Repeat("s", 129)} {
+		r := e.do("GET", "/users/sam", caller{sub: sub}, nil)
+		want(t, r, 403, "forbidden")
+		r = e.do("POST", "/users", caller{sub: sub, email: "sam2@example.com"}, map[string]any{"name": "S"})
+		want(t, r, 403, "forbidden")
 	}
 }

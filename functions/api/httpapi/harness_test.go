@@ -85,10 +85,13 @@ func (l testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// caller is who sends a request.
+// caller is who sends a request: its token's sub, cognito:groups and email
+// claims (email defaults to <sub>@example.com; noEmail leaves it out).
 type caller struct {
-	sub    string
-	groups string
+	sub     string
+	groups  string
+	email   string
+	noEmail bool
 }
 
 var anonymous = caller{}
@@ -118,6 +121,13 @@ func event(method, target string, who caller, body any, headers ...string) event
 	}
 	if who.sub != "" {
 		claims := map[string]string{"sub": who.sub}
+		switch {
+		case who.noEmail:
+		case who.email != "":
+			claims["email"] = who.email
+		default:
+			claims["email"] = who.sub + "@example.com"
+		}
 		if who.groups != "" {
 			claims["cognito:groups"] = who.groups
 		}

@@ -86,3 +86,24 @@ func TestIdempotencyKeys(t *testing.T) {
 		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "bad\x01key"), 400, "validation")
 	})
 }
+
+// TestIdempotencyKeysDoNotAlias: user "a" with key "b#c" and user "a#b" with
+// key "c" hold two records; each gets its own order.
+func TestIdempotencyKeysDoNotAlias(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("a")
+	e.mustUser("a#b")
+	p := e.mustProduct("Pen", "office", 100, 10)
+	body := map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 1}}}
+	first := e.do("POST", "/users/a/orders", userCaller("a"), body, "Idempotency-Key", "b#c")
+	want(t, first, 201)
+	second := e.do("POST", "/users/a%23b/orders", userCaller("a#b"), body, "Idempotency-Key", "c")
+	want(t, second, 201)
+	if second.str("userId") != "a#b" || second.str("orderId") == first.str("orderId") || second.Headers["idempotent-replayed"] != "" {
+		t.Errorf("got %s (replayed %q), want a new order of a#b", second.Body, second.Headers["idempotent-replayed"])
+	}
+	if s := e.stock(p); s != 8 {
+		t.Errorf("got stock %d, want 8 (two orders)", s)
+	}
+}

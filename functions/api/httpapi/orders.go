@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/orders"
@@ -46,7 +48,7 @@ func (h *Handler) placeOrder(w http.ResponseWriter, r *http.Request) error {
 		return invalid("Idempotency-Key", fmt.Sprintf("must be 1 to %d visible ASCII characters", MaxIdempotencyKeyLen))
 	}
 	sum := sha256.Sum256(body)
-	idem := store.Idempotency{Key: "orders#" + userID + "#" + key, RequestHash: hex.EncodeToString(sum[:])}
+	idem := store.Idempotency{Key: idempotencyRecord("orders", userID, key), RequestHash: hex.EncodeToString(sum[:])}
 	if done, err := h.recall(r.Context(), w, idem); done || err != nil {
 		return err
 	}
@@ -90,6 +92,20 @@ func decodeOrderRequest(body []byte) (orders.Request, error) {
 		return orders.Request{}, err
 	}
 	return in, nil
+}
+
+// idempotencyRecord is the record key of a client's Idempotency-Key: the
+// route, the user and the key, each prefixed with its length, so no user id
+// and key can spell another user's record ("a" with "b#c" and "a#b" with "c"
+// are two records).
+func idempotencyRecord(route, userID, key string) string {
+	var b strings.Builder
+	for _, part := range []string{route, userID, key} {
+		b.WriteString(strconv.Itoa(len(part)))
+		b.WriteByte(':')
+		b.WriteString(part)
+	}
+	return b.String()
 }
 
 func validIdempotencyKey(k string) bool {

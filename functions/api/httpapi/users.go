@@ -14,7 +14,13 @@ func (h *Handler) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err := in.Validate(); err != nil {
 		return err
 	}
-	u, err := h.deps.Store.CreateUser(r.Context(), identity(r.Context()).UserID, in)
+	id := identity(r.Context())
+	email, err := users.OwnEmail(id.Email, in.Email)
+	if err != nil {
+		return err
+	}
+	in.Email = email
+	u, err := h.deps.Store.CreateUser(r.Context(), id.UserID, in)
 	if err != nil {
 		return err
 	}
@@ -46,7 +52,13 @@ func (h *Handler) patchUser(w http.ResponseWriter, r *http.Request) error {
 	if err := in.Validate(); err != nil {
 		return err
 	}
-	u, err := h.deps.Store.PatchUser(r.Context(), r.PathValue("userId"), in, version)
+	// A new address must be the email claim of the user's own token: an
+	// admin's token carries the admin's address, never the user's.
+	userID, tokenEmail := r.PathValue("userId"), ""
+	if id := identity(r.Context()); id.UserID == userID {
+		tokenEmail = id.Email
+	}
+	u, err := h.deps.Store.PatchUser(r.Context(), userID, in, version, tokenEmail)
 	if err != nil {
 		return err
 	}

@@ -207,3 +207,32 @@ type failing struct{}
 func (failing) Handle(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return events.APIGatewayV2HTTPResponse{}, io.ErrUnexpectedEOF
 }
+
+// TestTokenEmailClaim: a dev token carries an email claim (default
+// <sub>@example.com, or the one asked for) and the gateway passes it to the
+// function as the JWT authorizer passes claims.
+func TestTokenEmailClaim(t *testing.T) {
+	rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{}`}}
+	srv := serve(t, rec)
+	def, _ := Token(secret, "u1", false, time.Hour)
+	own, _ := TokenFor(secret, Claims{Sub: "u2", Email: "Grace@Example.com"}, time.Hour)
+	none, _ := TokenFor(secret, Claims{Sub: "u3", NoEmail: true}, time.Hour)
+	for _, tc := range []struct {
+		tok, path, want string
+		present         bool
+	}{
+		{def, "/users/u1", "u1@example.com", true},
+		{own, "/users/u2", "Grace@Example.com", true},
+		{none, "/users/u3", "", false},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+tc.tok)
+		if code, body := do(t, req); code != 200 {
+			t.Fatalf("got %d %s, want 200", code, body)
+		}
+		got, ok := rec.got.RequestContext.Authorizer.JWT.Claims["email"]
+		if got != tc.want || ok != tc.present {
+			t.Errorf("%s: got email claim %q (present %v), want %q (present %v)", tc.path, got, ok, tc.want, tc.present)
+		}
+	}
+}

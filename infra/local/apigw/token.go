@@ -1,6 +1,7 @@
 package apigw
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,15 +14,38 @@ import (
 
 var b64 = base64.RawURLEncoding
 
-// Token mints a dev JWT (HS256) that the emulation accepts: sub, the admin
-// group in cognito:groups when admin, iat and exp.
+// Claims are what a dev token says about its holder.
+type Claims struct {
+	Sub string
+	// Email is the email claim (as Cognito's ID tokens carry it, verified);
+	// empty: <sub>@example.com. NoEmail leaves the claim out.
+	Email   string
+	NoEmail bool
+	Admin   bool
+}
+
+// DefaultEmail is the email claim of a dev token that names none.
+func DefaultEmail(sub string) string { return sub + "@example.com" }
+
+// Token mints a dev JWT (HS256) that the emulation accepts: sub, the email
+// claim <sub>@example.com, the admin group in cognito:groups when admin, iat
+// and exp.
 func Token(secret []byte, sub string, admin bool, ttl time.Duration) (string, error) {
-	if sub == "" {
+	return TokenFor(secret, Claims{Sub: sub, Admin: admin}, ttl)
+}
+
+// TokenFor mints a dev JWT with the claims c.
+func TokenFor(secret []byte, c Claims, ttl time.Duration) (string, error) {
+	if c.Sub == "" {
 		return "", errors.New("token: sub is required")
 	}
 	now := time.Now()
-	claims := map[string]any{"sub": sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "token_use": "access"}
-	if admin {
+	claims := map[string]any{"sub": c.Sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "token_use": "id"}
+	if !c.NoEmail {
+		claims["email"] = cmp.Or(c.Email, DefaultEmail(c.Sub))
+		claims["email_verified"] = true
+	}
+	if c.Admin {
 		claims["cognito:groups"] = []string{"admin"}
 	}
 	head, _ := json.Marshal(map[string]string{"alg": "HS256", "typ": "JWT"})

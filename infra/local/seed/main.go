@@ -51,7 +51,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	base := "http://127.0.0.1:" + or(getenv("API_PORT"), "3000")
 	secret := []byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret))
 	client := &http.Client{Timeout: 10 * time.Second}
-	call := func(method, path, sub string, body any) (int, string, error) {
+	call := func(method, path string, who apigw.Claims, body any) (int, string, error) {
 		raw, err := json.Marshal(body)
 		if err != nil {
 			return 0, "", err
@@ -61,7 +61,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 			return 0, "", err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		tok, err := apigw.Token(secret, sub, sub == "admin", time.Hour)
+		tok, err := apigw.TokenFor(secret, who, time.Hour)
 		if err != nil {
 			return 0, "", err
 		}
@@ -75,7 +75,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return resp.StatusCode, string(out), nil
 	}
 	for _, p := range products {
-		code, body, err := call("POST", "/products", "admin", p)
+		code, body, err := call("POST", "/products", apigw.Claims{Sub: "admin", Admin: true}, p)
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		fmt.Printf("product %s\n", body)
 	}
 	for _, u := range users {
-		code, body, err := call("POST", "/users", u.ID, map[string]string{"email": u.Email, "name": u.Name})
+		code, body, err := call("POST", "/users", apigw.Claims{Sub: u.ID, Email: u.Email}, map[string]string{"name": u.Name})
 		if err != nil {
 			return err
 		}
