@@ -1,8 +1,15 @@
 package esm
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +143,186 @@ func TestNewIteratorStartsAfterTheLastRecordRead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// logBuffer collects a poller's JSON logs.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the logged objects whose msg is msg.
+func (b *logBuffer) lines(msg string) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
+
+// TestOneShardsErrorsDoNotHoldUpAnother: a shard whose every read fails is
+// retried on its own; its sibling's records are delivered meanwhile.
+func TestOneShardsErrorsDoNotHoldUpAnother(t *testing.T) {
+	fs := newFakeStream()
+	bad := fs.shard("shard-a", "")
+	good := fs.shard("shard-b", "")
+	fs.put(bad, "a1", "a2")
+	fs.put(good, "b1", "b2", "b3")
+	var failing atomic.Bool
+	failing.Store(true)
+	fs.iteratorErr = func(id string) error {
+		if id == bad.id && failing.Load() {
+			return &streamtypes.InternalServerError{Message: aws.String("internal error")}
+		}
+		return nil
+	}
+	f := &fn{}
+	logs := &logBuffer{}
+	p := startFake(t, fs, fakeMapping("siblings"), f, Config{Logger: logs.logger()})
+	waitFor(t, "the healthy shard's records", func() bool {
+		got := f.delivered()
+		return got["b1"] == 1 && got["b2"] == 1 && got["b3"] == 1
+	})
+	if got := f.delivered(); got["a1"] != 0 {
+		t.Fatalf("failing shard delivered: %v", got)
+	}
+	if len(logs.lines("read shard")) == 0 {
+		t.Errorf("the failing shard's errors were not logged")
+	}
+	failing.Store(false)
+	idleWithin(t, p)
+	if got := f.delivered(); got["a1"] != 1 || got["a2"] != 1 {
+		t.Errorf("after the errors stopped: got %v, want a1 and a2 once", got)
+	}
+}
+
+// TestChildWaitsForItsParentUnlessTheParentLeaves: a child shard is read
+// after its parent is read to its end; a parent that leaves the stream
+// (trimmed, deleted) before that no longer holds its children back.
+func TestChildWaitsForItsParentUnlessTheParentLeaves(t *testing.T) {
+	fs := newFakeStream()
+	parent := fs.shard("shard-p", "")
+	child := fs.shard("shard-c", "shard-p")
+	fs.put(parent, "p1", "p2")
+	fs.put(child, "c1", "c2")
+	f := &fn{}
+	logs := &logBuffer{}
+	p := startFake(t, fs, fakeMapping("lineage"), f, Config{Logger: logs.logger()})
+	waitFor(t, "the parent's records", func() bool { return f.delivered()["p2"] == 1 })
+	idleWithin(t, p)
+	if got := f.delivered(); got["c1"] != 0 {
+		t.Fatalf("child read while its parent is open: %v", got)
+	}
+	// The parent leaves the stream before it was read to its end.
+	fs.set(func() {
+		parent.unlisted, parent.deleted = true, true
+	})
+	fs.put(parent, "p3") // never readable
+	waitFor(t, "the child's records", func() bool { return f.delivered()["c2"] == 1 })
+	idleWithin(t, p)
+	got := f.delivered()
+	if got["p1"] != 1 || got["p2"] != 1 || got["c1"] != 1 || got["c2"] != 1 || got["p3"] != 0 {
+		t.Errorf("deliveries: got %v, want p1 p2 c1 c2 once each", got)
+	}
+	if len(logs.lines("shard left the stream before it was read to its end")) != 1 {
+		t.Errorf("the parent's departure was not logged once")
+	}
+
+	// A closed parent is drained before its child starts.
+	fs2 := newFakeStream()
+	closed := fs2.shard("shard-p", "")
+	kid := fs2.shard("shard-c", "shard-p")
+	fs2.put(closed, keysOf("p", 1, 7)...)
+	fs2.put(kid, keysOf("c", 1, 3)...)
+	closed.closed = true
+	f2 := &fn{}
+	p2 := startFake(t, fs2, fakeMapping("lineage-closed"), f2, Config{})
+	idleWithin(t, p2)
+	f2.mu.Lock()
+	defer f2.mu.Unlock()
+	var order []string
+	for _, b := range f2.batches {
+		order = append(order, b...)
+	}
+	if want := append(keysOf("p", 1, 7), keysOf("c", 1, 3)...); fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("order: got %v, want the parent's records before the child's: %v", order, want)
+	}
+}
+
+// TestPositionOlderThanTheStreamResumesAtTheOldest: a saved checkpoint whose
+// following records were trimmed resumes at the oldest record left, and the
+// log says how many records were lost.
+func TestPositionOlderThanTheStreamResumesAtTheOldest(t *testing.T) {
+	fs := newFakeStream()
+	sh := fs.shard("shard-1", "")
+	fs.put(sh, keysOf("r", 1, 6)...)
+	m := fakeMapping("trimmed")
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "esm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := json.Marshal(map[string]string{m.Name + "/" + sh.id: aws.ToString(sh.recs[1].Dynamodb.SequenceNumber)})
+	if err := os.WriteFile(filepath.Join(dir, "esm", "checkpoints.json"), cp, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh.trimmed = 4 // r1..r4 are gone; r3 and r4 were never read
+	f := &fn{}
+	logs := &logBuffer{}
+	p := startFake(t, fs, m, f, Config{DataDir: dir, Logger: logs.logger()})
+	waitFor(t, "the records left", func() bool { return f.delivered()["r6"] == 1 })
+	idleWithin(t, p)
+	if got := f.delivered(); len(got) != 2 || got["r5"] != 1 {
+		t.Errorf("deliveries: got %v, want r5 and r6", got)
+	}
+	lost := logs.lines("records trimmed before they were read")
+	if len(lost) != 1 || lost[0]["records"] != "2" || lost[0]["after"] != aws.ToString(sh.recs[1].Dynamodb.SequenceNumber) ||
+		lost[0]["before"] != aws.ToString(sh.recs[4].Dynamodb.SequenceNumber) {
+		t.Errorf("log of the lost records: got %v, want one line: 2 records after r2, before r5", lost)
+	}
+}
+
+// TestShardsAreReadConcurrently: a batch of one shard still in the function
+// does not keep another shard's batch from being invoked.
+func TestShardsAreReadConcurrently(t *testing.T) {
+	fs := newFakeStream()
+	a := fs.shard("shard-a", "")
+	b := fs.shard("shard-b", "")
+	fs.put(a, "a1")
+	fs.put(b, "b1")
+	var inflight atomic.Int32
+	var overlapped atomic.Bool
+	both := make(chan struct{})
+	var once sync.Once
+	fn := InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		if inflight.Add(1) >= 2 {
+			overlapped.Store(true)
+			once.Do(func() { close(both) })
+		}
+		defer inflight.Add(-1)
+		// Each batch waits, a while at most, for the other shard's.
+		select {
+		case <-both:
+		case <-time.After(3 * time.Second):
+		}
+		return events.DynamoDBEventResponse{}, nil
+	})
+	p := startFake(t, fs, fakeMapping("concurrent-shards"), fn, Config{})
+	idleWithin(t, p)
+	if !overlapped.Load() {
+		t.Errorf("the two shards' batches never ran at the same time")
 	}
 }
