@@ -24,6 +24,7 @@ func (b *builder) archive() {
 		}},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
+	b.accessLogs = accessLogs
 	b.s.Archive = awss3.NewBucket(b.s.Stack, jsii.String("ArchiveBucket"), &awss3.BucketProps{
 		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
 		EnforceSSL:             jsii.Bool(true),

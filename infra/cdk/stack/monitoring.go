@@ -55,7 +55,7 @@ func (b *builder) monitoring(email string) {
 	}
 	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
 
-	var fnErrors, fnThrottles, iterAge, dlq, ddbThrottles []awscloudwatch.IMetric
+	var fnErrors, fnThrottles, iterAge, discarded, lost, ddbThrottles []awscloudwatch.IMetric
 	for _, name := range wiring.Functions() {
 		fn := b.s.Functions[name]
 		id := constructID(name)
@@ -69,9 +69,35 @@ func (b *builder) monitoring(email string) {
 	streamFns := map[string]bool{}
 	for _, m := range wiring.Mappings() {
 		streamFns[m.Function] = true
-		q := b.s.Queues[m.Name].MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")})
-		alarm(constructID(m.Name)+"FailuresDepth", q, 1, 1, "batches of "+m.Name+" given up on: read the shard and sequence range from the queue and replay them")
-		dlq = append(dlq, q)
+		// The event-source mapping's own EventCount metrics (MetricsConfig),
+		// by mapping: records delivered to the failure bucket, and records
+		// dropped without reaching it.
+		esm := func(metric string) awscloudwatch.Metric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace:     jsii.String("AWS/Lambda"),
+				MetricName:    jsii.String(metric),
+				DimensionsMap: &map[string]*string{"EventSourceMappingUUID": b.s.Mappings[m.Name].EventSourceMappingId()},
+				Period:        period,
+				Statistic:     jsii.String("Sum"),
+			})
+		}
+		kept := esm("OnFailureDestinationDeliveredEventCount")
+		alarm(constructID(m.Name)+"Discarded", kept, 1, 1, "records of "+m.Name+" were discarded after their retries and kept in the failure bucket: fix the cause, then make replay MAPPING="+m.Name)
+		dropped := esm("DroppedEventCount")
+		alarm(constructID(m.Name)+"Dropped", dropped, 1, 1, "records of "+m.Name+" were discarded and did not reach the failure bucket (see DestinationDeliveryFailures): they are lost from the stream; make audit and make reindex repair what they touched")
+		// Labelled on the dashboard only: a labelled metric makes the alarm
+		// a metric-math alarm.
+		label := &awscloudwatch.MetricOptions{Label: jsii.String(m.Name)}
+		discarded = append(discarded, kept.With(label))
+		lost = append(lost, dropped.With(label))
+	}
+	for _, name := range wiring.Functions() {
+		if !streamFns[name] {
+			continue
+		}
+		failed := b.s.Functions[name].Metric(jsii.String("DestinationDeliveryFailures"), sum)
+		alarm(constructID(name)+"DestinationDeliveryFailures", failed, 1, 1, name+" could not write a discarded batch to the failure bucket")
+		lost = append(lost, failed)
 	}
 	for _, name := range wiring.Functions() {
 		if !streamFns[name] {
@@ -117,6 +143,7 @@ func (b *builder) monitoring(email string) {
 		graph("API latency p99 (ms)", []awscloudwatch.IMetric{p99}),
 	)
 	dash.AddWidgets(graph("Function errors", fnErrors), graph("Function throttles", fnThrottles))
-	dash.AddWidgets(graph("Stream iterator age (ms)", iterAge), graph("Failure queue depth", dlq))
+	dash.AddWidgets(graph("Stream iterator age (ms)", iterAge), graph("Records discarded, kept in the failure bucket", discarded))
+	dash.AddWidgets(graph("Records lost (dropped, destination delivery failures)", lost))
 	dash.AddWidgets(graph("DynamoDB throttled requests", ddbThrottles))
 }

@@ -48,14 +48,14 @@ func (b *builder) suppressions() {
 			reasons = append(reasons, rule("AwsSolutions-IAM5", "Objects under the archived tables' own prefixes, whose keys carry the removal date and batch: "+strings.Join(ArchivedTables(), ", ")+".",
 				regex(`^Resource::<ArchiveBucket[0-9A-F]{8}\.Arn>\/(`+alternatives(ArchivedTables())+`)\/\*$`)))
 		}
+		if len(a.StreamTables) > 0 {
+			reasons = append(reasons, rule("AwsSolutions-IAM5", "Lambda writes a discarded batch of the function's mappings under aws/lambda/<mapping uuid>/<shard>/<date>/, keys it chooses; PutObject only, on a bucket of this account only.",
+				regex(`^Resource::<FailureBucket[0-9A-F]{8}\.Arn>\/aws\/lambda\/\*$`)))
+		}
 		suppress(role, true, reasons...)
 	}
 
 	suppress(b.s.CursorSecret, false, rule("AwsSolutions-SMG4", "The cursor key is read once at deploy time into the API's environment; a rotation would not reach the function until the next deploy, so it is replaced by a deploy instead (outstanding cursors then fail as tampered)."))
-
-	for _, q := range b.s.Queues {
-		suppress(q, false, rule("AwsSolutions-SQS3", "This queue is itself the on-failure destination of a stream event-source mapping; it holds batch metadata (shard, sequence range) for 14 days and has no consumer to fail."))
-	}
 
 	domain := []*cdknag.NagPackSuppression{
 		rule("AwsSolutions-OS1", "The functions are not in a VPC; the domain takes only SigV4-signed HTTPS requests from the indexer's and the API's roles (access policy and identity policies), encrypted in transit and at rest."),

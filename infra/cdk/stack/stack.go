@@ -10,10 +10,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsopensearchservice"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -43,9 +43,12 @@ type Stack struct {
 	awscdk.Stack
 	Tables    map[string]awsdynamodb.Table
 	Functions map[string]awslambda.Function
-	Queues    map[string]awssqs.Queue
-	Archive   awss3.Bucket
-	Search    awsopensearchservice.Domain
+	// Mappings are the event-source mappings by shared/wiring name.
+	Mappings map[string]awslambdaeventsources.DynamoEventSource
+	Archive  awss3.Bucket
+	// Failures is the on-failure destination of every mapping.
+	Failures awss3.Bucket
+	Search   awsopensearchservice.Domain
 	// CursorSecret signs the API's page cursors.
 	CursorSecret awssecretsmanager.Secret
 }
@@ -77,11 +80,12 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 		Stack:     st,
 		Tables:    map[string]awsdynamodb.Table{},
 		Functions: map[string]awslambda.Function{},
-		Queues:    map[string]awssqs.Queue{},
+		Mappings:  map[string]awslambdaeventsources.DynamoEventSource{},
 	}
 	b := &builder{s: s, cfg: p.Config, dist: p.DistDir}
 	b.tables()
 	b.archive()
+	b.failureBucket(b.accessLogs)
 	b.search()
 	b.secrets()
 	if err := b.functions(); err != nil {
@@ -94,6 +98,7 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 		return nil, err
 	}
 	b.monitoring(p.AlarmEmail)
+	b.outputs()
 	b.suppressions()
 	return s, nil
 }
@@ -105,6 +110,8 @@ type builder struct {
 	dist string
 
 	api httpAPIParts
+	// accessLogs receives the server access logs of the archive and failure buckets.
+	accessLogs awss3.IBucket
 }
 
 func (b *builder) name(suffix string) *string { return jsii.String(b.cfg.Name + "-" + suffix) }

@@ -291,15 +291,14 @@ func indexes(ixs []tables.Index) []map[string]any {
 func TestMappingsMatchWiring(t *testing.T) {
 	for _, name := range stageNames() {
 		s := stages[name]
-		cfg, _ := stack.StageConfig(name)
 		esms := s.resources("AWS::Lambda::EventSourceMapping")
 		if got, want := len(esms), len(wiring.Mappings()); got != want {
 			t.Errorf("%s: got %d event-source mappings, want %d", name, got, want)
 		}
-		queues := map[string]string{} // logical id -> queue name
-		for id, q := range s.resources("AWS::SQS::Queue") {
-			queues[id], _ = props(q)["QueueName"].(string)
+		if n := len(s.resources("AWS::SQS::Queue")); n != 0 {
+			t.Errorf("%s: got %d SQS queues, want none (failed batches go to the failure bucket)", name, n)
 		}
+		bucketID := s.logicalID(s.stack.Failures)
 		for _, m := range wiring.Mappings() {
 			t.Run(name+"/"+m.Name, func(t *testing.T) {
 				fnID := s.logicalID(s.stack.Functions[m.Function])
@@ -315,7 +314,6 @@ func TestMappingsMatchWiring(t *testing.T) {
 				if found == nil {
 					t.Fatalf("no mapping from %s (%s) to %s (%s)", m.Table, tableID, m.Function, fnID)
 				}
-				queueID := s.logicalID(s.stack.Queues[m.Name])
 				want := map[string]any{
 					"BatchSize":                      m.BatchSize,
 					"MaximumBatchingWindowInSeconds": int(m.BatchingWindow.Seconds()),
@@ -325,8 +323,9 @@ func TestMappingsMatchWiring(t *testing.T) {
 					"MaximumRecordAgeInSeconds":      int(m.MaxRecordAge.Seconds()),
 					"ParallelizationFactor":          m.ParallelizationFactor,
 					"DestinationConfig": map[string]any{"OnFailure": map[string]any{
-						"Destination": map[string]any{"Fn::GetAtt": []any{queueID, "Arn"}},
+						"Destination": map[string]any{"Fn::GetAtt": []any{bucketID, "Arn"}},
 					}},
+					"MetricsConfig": map[string]any{"Metrics": []string{"EventCount"}},
 				}
 				if m.ReportBatchItemFailures {
 					want["FunctionResponseTypes"] = []string{"ReportBatchItemFailures"}
@@ -337,9 +336,6 @@ func TestMappingsMatchWiring(t *testing.T) {
 				}
 				if d := cmp.Diff(asJSON(t, want), asJSON(t, got)); d != "" {
 					t.Errorf("mapping %s differs from shared/wiring (-want +got):\n%s", m.Name, d)
-				}
-				if got, want := queues[queueID], cfg.Name+"-"+m.FailureDestination(); got != want {
-					t.Errorf("on-failure queue: got %q, want %q", got, want)
 				}
 				var patterns []any
 				if fc, ok := found["FilterCriteria"].(map[string]any); ok {
@@ -505,7 +501,8 @@ func strs(v any) []string {
 // TestLeastPrivilege reads every function role's policy: no wildcard action,
 // * as resource only for actions that have no resource-level permissions, and
 // no resource but the function's own tables, streams, log group, failure
-// queues, archive prefixes and search index.
+// bucket prefix, archive prefixes and search index; on the failure bucket,
+// exactly what Lambda needs to deliver a discarded batch.
 func TestLeastPrivilege(t *testing.T) {
 	unscopable := map[string]bool{
 		"xray:PutTraceSegments":    true,
@@ -523,12 +520,14 @@ func TestLeastPrivilege(t *testing.T) {
 				for _, tn := range a.Tables {
 					allowed[s.logicalID(s.stack.Tables[tn])] = "table " + tn
 				}
+				failuresID := s.logicalID(s.stack.Failures)
 				for _, m := range wiring.Mappings() {
 					if m.Function == fnName {
 						allowed[s.logicalID(s.stack.Tables[m.Table])] = "stream of " + m.Table
-						allowed[s.logicalID(s.stack.Queues[m.Name])] = "queue " + m.Name
+						allowed[failuresID] = "failure bucket"
 					}
 				}
+				var failureGrants []string
 				if a.Archive {
 					allowed[s.logicalID(s.stack.Archive)] = "archive"
 				}
@@ -568,6 +567,15 @@ func TestLeastPrivilege(t *testing.T) {
 								t.Errorf("%s: %v on %s, which is not the function's", pid, actions, id)
 							}
 						}
+						if slices.Contains(refs(st["Resource"]), failuresID) {
+							cond := fmt.Sprint(st["Condition"])
+							if cond != fmt.Sprint(map[string]any{"StringEquals": map[string]any{"s3:ResourceAccount": map[string]any{"Ref": "AWS::AccountId"}}}) {
+								t.Errorf("failure bucket grant %v has condition %s, want s3:ResourceAccount of this account", actions, cond)
+							}
+							for _, act := range actions {
+								failureGrants = append(failureGrants, act+" "+fmt.Sprint(st["Resource"]))
+							}
+						}
 						if a.Archive && slices.Contains(refs(st["Resource"]), s.logicalID(s.stack.Archive)) {
 							if d := cmp.Diff([]string{"s3:AbortMultipartUpload", "s3:PutObject"}, sorted(actions)); d != "" {
 								t.Errorf("archive actions (-want +got):\n%s", d)
@@ -577,6 +585,16 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 				if n == 0 {
 					t.Errorf("no policy statement for role %s", roleID)
+				}
+				var wantFailureGrants []string
+				if len(a.StreamTables) > 0 {
+					wantFailureGrants = []string{
+						"s3:ListBucket " + fmt.Sprint(map[string]any{"Fn::GetAtt": []any{failuresID, "Arn"}}),
+						"s3:PutObject " + fmt.Sprint(map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{failuresID, "Arn"}}, "/" + stack.FailurePrefix + "*"}}}),
+					}
+				}
+				if d := cmp.Diff(wantFailureGrants, sorted(failureGrants)); d != "" {
+					t.Errorf("failure bucket grants (-want +got):\n%s", d)
 				}
 			})
 		}
@@ -784,13 +802,15 @@ func TestMonitoring(t *testing.T) {
 		counts[key]++
 	}
 	want := map[string]int{
-		"Errors":                             len(wiring.Functions()),
-		"Throttles":                          len(wiring.Functions()),
-		"IteratorAge":                        3,
-		"ApproximateNumberOfMessagesVisible": len(wiring.Mappings()),
-		"5xx":                                1,
-		"Latency":                            1,
-		"expression":                         len(tables.All()),
+		"Errors":      len(wiring.Functions()),
+		"Throttles":   len(wiring.Functions()),
+		"IteratorAge": 3,
+		"OnFailureDestinationDeliveredEventCount": len(wiring.Mappings()),
+		"DroppedEventCount":                       len(wiring.Mappings()),
+		"DestinationDeliveryFailures":             3,
+		"5xx":                                     1,
+		"Latency":                                 1,
+		"expression":                              len(tables.All()),
 	}
 	if d := cmp.Diff(want, counts); d != "" {
 		t.Errorf("alarms by metric (-want +got):\n%s", d)

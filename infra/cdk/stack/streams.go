@@ -7,20 +7,21 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
-// streams declares every event-source mapping of shared/wiring, each with its
-// own encrypted SQS queue as on-failure destination (it receives the shard and
-// sequence range of a batch given up on, not the records).
+// streams declares every event-source mapping of shared/wiring, each with the
+// failure bucket as on-failure destination (Lambda writes there the whole
+// invocation record of a discarded batch, its payload included) and its
+// EventCount metrics on (the discarded-batch alarms read them).
 func (b *builder) streams() error {
 	ms := wiring.Mappings()
 	if err := wiring.Validate(ms); err != nil {
 		return fmt.Errorf("stream wiring: %w", err)
 	}
+	granted := map[string]bool{}
 	for _, m := range ms {
 		table, ok := b.s.Tables[m.Table]
 		if !ok {
@@ -30,15 +31,6 @@ func (b *builder) streams() error {
 		if !ok {
 			return fmt.Errorf("mapping %s: function %s not in the stack", m.Name, m.Function)
 		}
-		id := constructID(m.Name)
-		queue := awssqs.NewQueue(b.s.Stack, jsii.String(id+"Failures"), &awssqs.QueueProps{
-			QueueName:       b.name(m.FailureDestination()),
-			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-			EnforceSSL:      jsii.Bool(true),
-			RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
-			RemovalPolicy:   b.cfg.RemovalPolicy(),
-		})
-		b.s.Queues[m.Name] = queue
 
 		start, err := startingPosition(m.StartingPosition)
 		if err != nil {
@@ -51,7 +43,8 @@ func (b *builder) streams() error {
 			BisectBatchOnError:      jsii.Bool(m.BisectOnError),
 			ReportBatchItemFailures: jsii.Bool(m.ReportBatchItemFailures),
 			ParallelizationFactor:   jsii.Number(float64(m.ParallelizationFactor)),
-			OnFailure:               awslambdaeventsources.NewSqsDlq(queue),
+			OnFailure:               &s3Destination{bucket: b.s.Failures},
+			MetricsConfig:           &awslambda.MetricsConfig{Metrics: &[]awslambda.MetricType{awslambda.MetricType_EVENT_COUNT}},
 		}
 		if m.RetryAttempts >= 0 {
 			props.RetryAttempts = jsii.Number(float64(m.RetryAttempts))
@@ -70,6 +63,11 @@ func (b *builder) streams() error {
 		}
 		src := awslambdaeventsources.NewDynamoEventSource(table, props)
 		fn.AddEventSource(src)
+		b.s.Mappings[m.Name] = src
+		if !granted[m.Function] {
+			granted[m.Function] = true
+			b.grantFailureDestination(fn)
+		}
 	}
 	return nil
 }

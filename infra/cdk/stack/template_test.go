@@ -3,6 +3,7 @@ package stack_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -237,10 +238,6 @@ func TestSAMEventSourcesMatchWiring(t *testing.T) {
 			if p == nil {
 				t.Fatalf("no DynamoDB event from %s to %s", m.Table, m.Function)
 			}
-			queueID, _ := sam.byName("AWS::SQS::Queue", "QueueName", m.FailureDestination())
-			if queueID == "" {
-				t.Fatalf("no queue named shopstream-${Stage}-%s", m.FailureDestination())
-			}
 			want := map[string]any{
 				"BatchSize":                      m.BatchSize,
 				"MaximumBatchingWindowInSeconds": int(m.BatchingWindow.Seconds()),
@@ -250,9 +247,9 @@ func TestSAMEventSourcesMatchWiring(t *testing.T) {
 				"MaximumRecordAgeInSeconds":      int(m.MaxRecordAge.Seconds()),
 				"ParallelizationFactor":          m.ParallelizationFactor,
 				"DestinationConfig": map[string]any{"OnFailure": map[string]any{
-					"Type":        "SQS",
-					"Destination": map[string]any{"Fn::GetAtt": []any{queueID, "Arn"}},
+					"Destination": map[string]any{"Fn::GetAtt": []any{samFailureBucket, "Arn"}},
 				}},
+				"MetricsConfig": map[string]any{"Metrics": []string{"EventCount"}},
 			}
 			if m.ReportBatchItemFailures {
 				want["FunctionResponseTypes"] = []string{"ReportBatchItemFailures"}
@@ -274,6 +271,69 @@ func TestSAMEventSourcesMatchWiring(t *testing.T) {
 				t.Errorf("mapping %s differs from shared/wiring (-wiring +sam):\n%s", m.Name, d)
 			}
 		})
+	}
+}
+
+// samFailureBucket is the logical id of the failure bucket in template.yaml.
+const samFailureBucket = "FailureBucket"
+
+// TestSAMFailureBucketMatchesCDK: template.yaml's failure bucket is the CDK
+// app's (encryption, public access, versioning, lifecycle), TLS-only, and
+// each stream function may put objects under aws/lambda/ of it and list it,
+// in this account only, nothing more; no SQS destination is left.
+func TestSAMFailureBucketMatchesCDK(t *testing.T) {
+	sam := loadSAM(t)
+	cdk := stages[stack.Dev]
+	r, ok := sam["Resources"].(map[string]any)[samFailureBucket].(map[string]any)
+	if !ok || r["Type"] != "AWS::S3::Bucket" {
+		t.Fatalf("no bucket %s in template.yaml", samFailureBucket)
+	}
+	c := props(cdk.resources("AWS::S3::Bucket")[cdk.logicalID(cdk.stack.Failures)])
+	for _, k := range []string{"BucketEncryption", "PublicAccessBlockConfiguration", "VersioningConfiguration", "LifecycleConfiguration", "OwnershipControls"} {
+		if d := cmp.Diff(asJSON(t, c[k]), asJSON(t, props(r)[k])); d != "" {
+			t.Errorf("%s (-cdk +sam):\n%s", k, d)
+		}
+	}
+	if r["DeletionPolicy"] != "Retain" {
+		t.Errorf("DeletionPolicy %v, want Retain", r["DeletionPolicy"])
+	}
+	var tlsOnly bool
+	for _, bp := range sam.resources("AWS::S3::BucketPolicy") {
+		if cmp.Equal(props(bp)["Bucket"], map[string]any{"Ref": samFailureBucket}) {
+			tlsOnly = strings.Contains(fmt.Sprint(props(bp)["PolicyDocument"]), "aws:SecureTransport:false")
+		}
+	}
+	if !tlsOnly {
+		t.Error("no bucket policy denying plain HTTP on the failure bucket")
+	}
+	if n := len(sam.resources("AWS::SQS::Queue")); n != 0 {
+		t.Errorf("got %d SQS queues, want none", n)
+	}
+	account := map[string]any{"StringEquals": map[string]any{"s3:ResourceAccount": map[string]any{"Ref": "AWS::AccountId"}}}
+	want := []string{
+		fmt.Sprint("s3:ListBucket ", map[string]any{"Fn::GetAtt": []any{samFailureBucket, "Arn"}}, " ", account),
+		fmt.Sprint("s3:PutObject ", map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/" + stack.FailurePrefix + "*"}, " ", account),
+	}
+	for _, fn := range wiring.Functions() {
+		_, p := sam.byName("AWS::Serverless::Function", "FunctionName", fn)
+		var got []string
+		pols, _ := p["Policies"].([]any)
+		for _, pol := range pols {
+			sts, _ := pol.(map[string]any)["Statement"].([]any)
+			for _, st := range sts {
+				st := st.(map[string]any)
+				if slices.Contains(refs(st["Resource"]), samFailureBucket) || strings.Contains(fmt.Sprint(st["Resource"]), samFailureBucket) {
+					got = append(got, fmt.Sprint(st["Action"], " ", st["Resource"], " ", st["Condition"]))
+				}
+			}
+		}
+		var w []string
+		if len(stack.Accesses()[fn].StreamTables) > 0 {
+			w = want
+		}
+		if d := cmp.Diff(w, sorted(got)); d != "" {
+			t.Errorf("%s: failure bucket grants (-want +got):\n%s", fn, d)
+		}
 	}
 }
 

@@ -1,0 +1,77 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// FailureRetentionDays is how long a discarded batch stays in the failure
+// bucket: the replay horizon of CONTRACT §6. An object older than that is
+// expired by the bucket's lifecycle, replayed or not.
+const FailureRetentionDays = 14
+
+// FailurePrefix is where Lambda writes the invocation records of discarded
+// batches in an S3 on-failure destination:
+// aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>
+// (Lambda developer guide, "Retain discarded records for a DynamoDB event
+// source in Lambda"). The functions' roles may put objects under it only.
+const FailurePrefix = "aws/lambda/"
+
+// failureBucket declares the on-failure destination of every event-source
+// mapping: private, TLS 1.2+ only, SSE-S3, versioned (an object is the only
+// copy of a batch the stream no longer holds: an overwrite or a delete by
+// mistake leaves the previous version), and emptied by its lifecycle after
+// the replay horizon. It is retained when the stack goes, like the archive:
+// the lifecycle still empties it.
+func (b *builder) failureBucket(accessLogs awss3.IBucket) {
+	horizon := awscdk.Duration_Days(jsii.Number(FailureRetentionDays))
+	b.s.Failures = awss3.NewBucket(b.s.Stack, jsii.String("FailureBucket"), &awss3.BucketProps{
+		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:             jsii.Bool(true),
+		MinimumTLSVersion:      jsii.Number(1.2),
+		Encryption:             awss3.BucketEncryption_S3_MANAGED,
+		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		Versioned:              jsii.Bool(true),
+		ServerAccessLogsBucket: accessLogs,
+		ServerAccessLogsPrefix: jsii.String("failures/"),
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("expire-after-replay-horizon"),
+			Expiration:                          horizon,
+			NoncurrentVersionExpiration:         horizon,
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+	})
+}
+
+// grantFailureDestination lets Lambda, acting with fn's role, deliver
+// discarded batches of fn's mappings: what the developer guide asks for an
+// S3 destination (s3:PutObject and s3:ListBucket), PutObject only under
+// FailurePrefix, and both only on a bucket of this account (the guide's
+// s3:ResourceAccount condition: a bucket of that name re-created elsewhere
+// never receives our records).
+func (b *builder) grantFailureDestination(fn awslambda.IFunction) {
+	account := &map[string]any{"StringEquals": map[string]any{"s3:ResourceAccount": b.s.Stack.Account()}}
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("s3:PutObject"),
+		Resources:  jsii.Strings(*b.s.Failures.ArnForObjects(jsii.String(FailurePrefix + "*"))),
+		Conditions: account,
+	}))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("s3:ListBucket"),
+		Resources:  &[]*string{b.s.Failures.BucketArn()},
+		Conditions: account,
+	}))
+}
+
+// s3Destination is an S3 on-failure destination that grants nothing itself
+// (CDK's S3OnFailureDestination grants read and write on the whole bucket):
+// grantFailureDestination grants what delivery needs.
+type s3Destination struct{ bucket awss3.IBucket }
+
+func (d *s3Destination) Bind(awslambda.IEventSourceMapping, awslambda.IFunction) *awslambda.DlqDestinationConfig {
+	return &awslambda.DlqDestinationConfig{Destination: d.bucket.BucketArn()}
+}

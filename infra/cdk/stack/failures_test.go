@@ -1,0 +1,164 @@
+package stack_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// TestFailureBucket: the on-failure destination of every mapping is private,
+// encrypted, TLS-only, versioned, logged, retained, and empties itself after
+// the replay horizon (current and previous versions alike).
+func TestFailureBucket(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		t.Run(name, func(t *testing.T) {
+			id := s.logicalID(s.stack.Failures)
+			r := s.resources("AWS::S3::Bucket")[id]
+			if r["DeletionPolicy"] != "Retain" {
+				t.Errorf("DeletionPolicy %v, want Retain", r["DeletionPolicy"])
+			}
+			p := props(r)
+			want := map[string]any{
+				"PublicAccessBlockConfiguration": map[string]any{
+					"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true,
+				},
+				"BucketEncryption": map[string]any{"ServerSideEncryptionConfiguration": []any{
+					map[string]any{"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "AES256"}},
+				}},
+				"VersioningConfiguration": map[string]any{"Status": "Enabled"},
+				"LifecycleConfiguration": map[string]any{"Rules": []any{map[string]any{
+					"Id":                             "expire-after-replay-horizon",
+					"Status":                         "Enabled",
+					"ExpirationInDays":               stack.FailureRetentionDays,
+					"NoncurrentVersionExpiration":    map[string]any{"NoncurrentDays": stack.FailureRetentionDays},
+					"AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1},
+				}}},
+			}
+			got := map[string]any{}
+			for k := range want {
+				got[k] = p[k]
+			}
+			if d := cmp.Diff(asJSON(t, want), asJSON(t, got)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			if p["LoggingConfiguration"] == nil {
+				t.Error("no server access logging")
+			}
+			var policy map[string]any
+			for _, bp := range s.resources("AWS::S3::BucketPolicy") {
+				if slices.Contains(refs(props(bp)["Bucket"]), id) {
+					policy = props(bp)["PolicyDocument"].(map[string]any)
+				}
+			}
+			if policy == nil {
+				t.Fatal("no bucket policy on the failure bucket")
+			}
+			var denyPlain, denyOldTLS bool
+			for _, st := range policy["Statement"].([]any) {
+				st := st.(map[string]any)
+				cond := fmt.Sprint(st["Condition"])
+				denyPlain = denyPlain || st["Effect"] == "Deny" && strings.Contains(cond, "aws:SecureTransport:false")
+				denyOldTLS = denyOldTLS || st["Effect"] == "Deny" && strings.Contains(cond, "s3:TlsVersion:1.2")
+				if st["Effect"] == "Allow" {
+					t.Errorf("bucket policy allows %v to %v: only the functions' roles may put, by their own policies", st["Action"], st["Principal"])
+				}
+			}
+			if !denyPlain || !denyOldTLS {
+				t.Errorf("bucket policy denies plain HTTP %v and TLS < 1.2 %v, want both", denyPlain, denyOldTLS)
+			}
+		})
+	}
+}
+
+// TestDiscardAlarms: every mapping has an alarm on records kept in the
+// failure bucket and one on records dropped, both on that mapping's own
+// metrics (EventSourceMappingUUID), and every stream function an alarm on
+// failed deliveries to the bucket.
+func TestDiscardAlarms(t *testing.T) {
+	s := stages[stack.Dev]
+	byMetric := map[string][]string{}
+	for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+		p := props(a)
+		metric, _ := p["MetricName"].(string)
+		dims, _ := p["Dimensions"].([]any)
+		for _, d := range dims {
+			d := d.(map[string]any)
+			byMetric[metric] = append(byMetric[metric], fmt.Sprint(d["Name"], "=", refs(d["Value"])))
+		}
+	}
+	var mappingDims, fnDims []string
+	for _, m := range wiring.Mappings() {
+		mappingDims = append(mappingDims, fmt.Sprint("EventSourceMappingUUID=", []string{s.mappingID(t, m)}))
+	}
+	for _, fn := range wiring.Functions() {
+		if a := stack.Accesses()[fn]; len(a.StreamTables) > 0 {
+			fnDims = append(fnDims, fmt.Sprint("FunctionName=", []string{s.logicalID(s.stack.Functions[fn])}))
+		}
+	}
+	for metric, want := range map[string][]string{
+		"OnFailureDestinationDeliveredEventCount": mappingDims,
+		"DroppedEventCount":                       mappingDims,
+		"DestinationDeliveryFailures":             fnDims,
+	} {
+		if d := cmp.Diff(sorted(want), sorted(byMetric[metric])); d != "" {
+			t.Errorf("%s alarms by dimension (-want +got):\n%s", metric, d)
+		}
+	}
+}
+
+// TestOperatorOutputs: the names the operator tools read from the stack.
+func TestOperatorOutputs(t *testing.T) {
+	s := stages[stack.Dev]
+	outputs := s.json["Outputs"].(map[string]any)
+	want := map[string]string{
+		stack.OutputFailureBucket:  s.logicalID(s.stack.Failures),
+		stack.OutputArchiveBucket:  s.logicalID(s.stack.Archive),
+		stack.OutputSearchEndpoint: s.logicalID(s.stack.Search),
+	}
+	for _, fn := range wiring.Functions() {
+		want[stack.OutputFunctionName(fn)] = s.logicalID(s.stack.Functions[fn])
+	}
+	for _, tb := range tables.All() {
+		want[stack.OutputTableName(tb.Name)] = s.logicalID(s.stack.Tables[tb.Name])
+	}
+	for _, m := range wiring.Mappings() {
+		want[stack.OutputMappingID(m.Name)] = s.mappingID(t, m)
+	}
+	for name, id := range want {
+		o, ok := outputs[name].(map[string]any)
+		if !ok {
+			t.Errorf("no output %s", name)
+			continue
+		}
+		if got := refs(o["Value"]); !slices.Equal(got, []string{id}) {
+			t.Errorf("output %s refers to %v, want %s", name, got, id)
+		}
+	}
+	for _, name := range []string{"FailureBucketName", "ApiFunctionName", "OrdersTableName", "CountersFunctionName", "OrdersCountersMappingId"} {
+		if _, ok := outputs[name]; !ok {
+			t.Errorf("no output %s (the name operators were given)", name)
+		}
+	}
+}
+
+// mappingID is the logical id of the event-source mapping resource of m.
+func (s *synthesized) mappingID(t *testing.T, m wiring.Mapping) string {
+	t.Helper()
+	fn := fmt.Sprint(map[string]any{"Ref": s.logicalID(s.stack.Functions[m.Function])})
+	stream := fmt.Sprint(map[string]any{"Fn::GetAtt": []any{s.logicalID(s.stack.Tables[m.Table]), "StreamArn"}})
+	for id, r := range s.resources("AWS::Lambda::EventSourceMapping") {
+		if fmt.Sprint(props(r)["FunctionName"]) == fn && fmt.Sprint(props(r)["EventSourceArn"]) == stream {
+			return id
+		}
+	}
+	t.Fatalf("no event-source mapping %s", m.Name)
+	return ""
+}
