@@ -43,7 +43,7 @@ const TTLRemovalFilter = `{"eventName":["REMOVE"],"userIdentity":{"type":["Servi
 
 // Mapping is one event-source mapping from a table's stream to a function.
 type Mapping struct {
-	// Name is unique and stable; it names the on-failure destination too.
+	// Name is unique and stable.
 	Name     string
 	Table    string
 	Function string
@@ -68,9 +68,6 @@ type Mapping struct {
 	// ParallelizationFactor is the concurrent batches per shard.
 	ParallelizationFactor int
 }
-
-// FailureDestination names the on-failure destination (an SQS queue on AWS).
-func (m Mapping) FailureDestination() string { return m.Name + "-failures" }
 
 // Mappings returns every event-source mapping.
 func Mappings() []Mapping {

@@ -1,24 +1,29 @@
 package stack
 
 import (
+	"time"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shopstream/shopstream/shared/failures"
 )
 
-// FailureRetentionDays is how long a discarded batch stays in the failure
-// bucket: the replay horizon of CONTRACT §6. An object older than that is
-// expired by the bucket's lifecycle, replayed or not.
-const FailureRetentionDays = 14
+// FailureRetentionDays is how long a discarded batch, and the replay tool's
+// marker of it, stay in the failure bucket: failures.ReplayHorizon. The
+// lifecycle expires them afterwards, replayed or not.
+const FailureRetentionDays = int(failures.ReplayHorizon / (24 * time.Hour))
 
 // FailurePrefix is where Lambda writes the invocation records of discarded
-// batches in an S3 on-failure destination:
-// aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>
-// (Lambda developer guide, "Retain discarded records for a DynamoDB event
-// source in Lambda"). The functions' roles may put objects under it only.
-const FailurePrefix = "aws/lambda/"
+// batches in an S3 on-failure destination (failures.Prefix:
+// aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>, Lambda
+// developer guide, "Retain discarded records for a DynamoDB event source in
+// Lambda"). The functions' roles may put objects under it only, never under
+// failures.ReplayedPrefix.
+const FailurePrefix = failures.Prefix
 
 // failureBucket declares the on-failure destination of every event-source
 // mapping: private, TLS 1.2+ only, SSE-S3, versioned (an object is the only
