@@ -1,8 +1,8 @@
 // Package ddbfront is the stack's DynamoDB endpoint: it passes every DynamoDB
 // and DynamoDB Streams request through to DynamoDB Local unchanged and adds what
 // DynamoDB Local lacks: TTL expiry (a sweeper), the service userIdentity on the
-// REMOVE stream records the sweeper caused, and injectable AWS-shaped faults for
-// reliability tests.
+// REMOVE stream records the sweeper caused, injectable AWS-shaped faults for
+// reliability tests, and a transaction acknowledged only once it is committed.
 package ddbfront
 
 import (
@@ -44,6 +44,10 @@ type Config struct {
 	// AfterScan, when set, runs after the sweeper has found a page of expired
 	// items and before it deletes them: tests use it to change an item in between.
 	AfterScan func(table string)
+	// NoCommitBarrier answers transactions as soon as DynamoDB Local does,
+	// before they are committed (see commit.go). It exists to measure what
+	// the barrier costs and prevents; the stack never sets it.
+	NoCommitBarrier bool
 }
 
 // Front is the DynamoDB endpoint.
@@ -54,6 +58,7 @@ type Front struct {
 	ttl       *ttlSettings
 	faults    *faults
 	positions *positions
+	barrier   *barrier
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -90,6 +95,9 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		faults:    &faults{},
 		positions: &positions{streams: cfg.Streams, shards: map[string]*shardPos{}},
 		stop:      make(chan struct{}),
+	}
+	if !cfg.NoCommitBarrier {
+		f.barrier = &barrier{run: f.listTablesBarrier}
 	}
 	if err := f.settlePending(ctx); err != nil {
 		l.close()
@@ -187,6 +195,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
+		f.answerCommitted(w, r, resp)
+		return
+	}
 	if target == "DynamoDBStreams_20120810.GetRecords" && resp.StatusCode == http.StatusOK {
 		out, err := io.ReadAll(resp.Body)
 		if err != nil {
@@ -216,6 +228,27 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body)
+}
+
+// answerCommitted passes on DynamoDB Local's answer to a transaction once
+// the transaction is committed. If that cannot be known (DynamoDB Local is
+// gone), the client gets an InternalServerError, whose outcome DynamoDB
+// leaves open too: the SDK retries with the same ClientRequestToken, which
+// DynamoDB Local does not apply twice.
+func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
+		return
+	}
+	if err := f.barrier.wait(r.Context()); err != nil {
+		f.cfg.Logger.Warn("commit barrier", "err", err.Error())
+		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "transaction outcome unknown: "+err.Error())
+		return
+	}
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	w.Write(out)
 }
 
 // answer writes the result of an operation the front serves itself.
