@@ -107,6 +107,7 @@ type proc struct {
 	jvmPid int
 	ddbURL string
 	s3URL  string
+	apiURL string
 }
 
 // startBinary runs the built stack and waits for its "ready" log line.
@@ -141,6 +142,8 @@ func startBinary(t *testing.T, bin string, env []string) *proc {
 				p.ddbURL, p.jvmPid = line.URL, line.DynamoDBLocalPid
 			case line.Msg == "endpoint" && line.Service == "s3":
 				p.s3URL = line.URL
+			case line.Msg == "endpoint" && line.Service == "api":
+				p.apiURL = line.URL
 			case line.Msg == "ready" && !sent:
 				ready <- nil
 				sent = true
