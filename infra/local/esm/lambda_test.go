@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,5 +325,63 @@ func TestShardsAreReadConcurrently(t *testing.T) {
 	idleWithin(t, p)
 	if !overlapped.Load() {
 		t.Errorf("the two shards' batches never ran at the same time")
+	}
+}
+
+// TestParallelizationFactor: a shard's records are processed by up to
+// ParallelizationFactor concurrent batches, an item's records always in
+// stream order, each once; the checkpoint ends at the last record.
+func TestParallelizationFactor(t *testing.T) {
+	for _, factor := range []int{1, 4} {
+		t.Run(fmt.Sprintf("factor %d", factor), func(t *testing.T) {
+			fs := newFakeStream()
+			sh := fs.shard("shard-1", "")
+			for round := 0; round < 5; round++ {
+				fs.put(sh, keysOf("u", 0, 7)...) // eight items, five changes each, interleaved
+			}
+			var mu sync.Mutex
+			seqs := map[string][]string{} // item -> sequence numbers in the order processed
+			var inflight, most atomic.Int32
+			fn := InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+				n := inflight.Add(1)
+				defer inflight.Add(-1)
+				for {
+					m := most.Load()
+					if n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range ev.Records {
+					k := r.Change.Keys["userId"].String()
+					seqs[k] = append(seqs[k], r.Change.SequenceNumber)
+				}
+				return events.DynamoDBEventResponse{}, nil
+			})
+			m := fakeMapping("parallel")
+			m.BatchSize, m.ParallelizationFactor = 3, factor
+			p := startFake(t, fs, m, fn, Config{})
+			idleWithin(t, p)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keysOf("u", 0, 7) {
+				got := seqs[k]
+				if len(got) != 5 || !slices.IsSorted(got) {
+					t.Errorf("item %s: processed %v, want its five changes once each, in stream order", k, got)
+				}
+			}
+			switch got := int(most.Load()); {
+			case factor == 1 && got != 1:
+				t.Errorf("concurrent batches: got %d, want 1", got)
+			case factor > 1 && (got < 2 || got > factor):
+				t.Errorf("concurrent batches: got %d, want 2..%d", got, factor)
+			}
+			last := aws.ToString(sh.recs[len(sh.recs)-1].Dynamodb.SequenceNumber)
+			if cp := p.checkpoint(m.Name + "/" + sh.id); cp != last {
+				t.Errorf("checkpoint: got %s, want the last record %s", cp, last)
+			}
+		})
 	}
 }
