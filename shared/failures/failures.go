@@ -361,12 +361,21 @@ func LocalMappingID(mapping string) string {
 	return uuidFrom("shopstream mapping " + mapping)
 }
 
-// RemainderKey is the key of the object that holds what a replay of the
-// object at k could not apply: derived from k, so a replay interrupted and run
-// again writes the same object, never a second one.
-func RemainderKey(k Key) Key {
-	return Key{MappingID: k.MappingID, ShardID: k.ShardID, Time: k.Time, ID: uuidFrom("remainder of " + k.String())}
+// RemainderKey is the key of the object that holds the records (by sequence
+// number) a replay of the object at k could not apply: derived from both, so
+// a replay interrupted and run again writes the same object for the same
+// records, never a second one, and another set of records gets a key of its
+// own.
+func RemainderKey(k Key, sequenceNumbers []string) Key {
+	return Key{MappingID: k.MappingID, ShardID: k.ShardID, Time: k.Time,
+		ID: uuidFrom("remainder of " + k.String() + " " + strings.Join(sequenceNumbers, ","))}
 }
+
+// MarkerTTL is how long the counters keep a record's dedupe marker: longer
+// than any failure object can be replayed (ReplayHorizon, after the object
+// was written up to a day after its records, MaximumRecordAgeInSeconds being
+// 24 h), plus an hour for clocks and the replay itself (docs/counters.md).
+const MarkerTTL = ReplayHorizon + 25*time.Hour
 
 func uuidFrom(s string) string {
 	sum := sha1.Sum([]byte(s))

@@ -187,8 +187,9 @@ func TestKeys(t *testing.T) {
 	if LocalMappingID("orders-counters") != LocalMappingID("orders-counters") || LocalMappingID("orders-counters") == LocalMappingID("reviews-counters") {
 		t.Error("local mapping ids are not one per mapping")
 	}
-	r := RemainderKey(k)
-	if r != RemainderKey(k) || r.ID == k.ID || RemainderKey(r).ID == r.ID {
+	seqs := []string{"12", "14"}
+	r := RemainderKey(k, seqs)
+	if r != RemainderKey(k, seqs) || r.ID == k.ID || RemainderKey(r, seqs).ID == r.ID || RemainderKey(k, seqs[:1]).ID == r.ID {
 		t.Errorf("remainder keys: %v of %v is not deterministic and new", r, k)
 	}
 	if _, err := ParseKey(r.String()); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/store"
 	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // Config configures the system. Zero values suit tests: free ports, in memory.
@@ -39,6 +40,12 @@ type Config struct {
 	// FailureBucket is the mappings' on-failure destination (FAILURE_BUCKET,
 	// default DefaultFailureBucket), created at start.
 	FailureBucket string
+	// CounterMarkerTTL overrides how long the counters keep a dedupe marker
+	// (tests of marker expiry); 0 keeps the function's default.
+	CounterMarkerTTL time.Duration
+	// Mappings replaces shared/wiring's mappings (drills with short retry
+	// settings); nil runs wiring.Mappings().
+	Mappings []wiring.Mapping
 	// NoMappings builds the stream functions but starts no event-source
 	// mapping: the caller feeds the functions itself.
 	NoMappings bool

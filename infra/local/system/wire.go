@@ -3,7 +3,13 @@ package system
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
@@ -24,31 +30,57 @@ func gateway(h *httpapi.Handler, cfg Config) http.Handler {
 	return apigw.New(apigw.Config{Handler: h, Secret: cfg.JWTSecret, Routes: routes.All(), Logger: cfg.Logger.With("service", "apigateway")})
 }
 
-// processors builds the stream functions from the same environment they read
-// on AWS and starts the event-source mappings of shared/wiring.
-func (s *System) processors(ctx context.Context, getenv func(string) string, cfg Config) error {
+// FunctionDeps are the stream functions' collaborators besides their
+// environment.
+type FunctionDeps struct {
+	DynamoDB *dynamodb.Client
+	S3       *s3.Client
+	Logger   *slog.Logger
+	// Metrics receives the functions' EMF lines; nil discards them.
+	Metrics io.Writer
+	// CounterMarkerTTL overrides the counters' marker life (tests).
+	CounterMarkerTTL time.Duration
+}
+
+// StreamFunctions builds the stream functions, by name, from the environment
+// they read on AWS (table variables, ARCHIVE_BUCKET, SEARCH_URL): the
+// handlers the local event-source mappings invoke, and `make replay` locally.
+func StreamFunctions(getenv func(string) string, d FunctionDeps) (map[string]esm.Invoker, error) {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
 	counterTables, err := counting.TablesFromEnv(getenv)
 	if err != nil {
-		return fmt.Errorf("counters config: %w", err)
+		return nil, fmt.Errorf("counters config: %w", err)
 	}
 	archived, err := archiving.TablesFromEnv(getenv)
 	if err != nil {
-		return fmt.Errorf("archiver config: %w", err)
+		return nil, fmt.Errorf("archiver config: %w", err)
 	}
 	search, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{getenv("SEARCH_URL")}}})
 	if err != nil {
-		return fmt.Errorf("search client: %w", err)
+		return nil, fmt.Errorf("search client: %w", err)
 	}
 	reporter := func(fn string) *batchmetrics.Reporter {
-		return &batchmetrics.Reporter{Function: fn, Logger: cfg.Logger.With("function", fn), Metrics: cfg.Metrics}
+		return &batchmetrics.Reporter{Function: fn, Logger: d.Logger.With("function", fn), Metrics: d.Metrics}
 	}
-	functions := map[string]esm.Invoker{
-		wiring.Counters: counting.New(counting.Deps{DB: s.DynamoDB(), Tables: counterTables,
-			Logger: cfg.Logger.With("function", wiring.Counters), Reporter: reporter(wiring.Counters)}),
+	return map[string]esm.Invoker{
+		wiring.Counters: counting.New(counting.Deps{DB: d.DynamoDB, Tables: counterTables, MarkerTTL: d.CounterMarkerTTL,
+			Logger: d.Logger.With("function", wiring.Counters), Reporter: reporter(wiring.Counters)}),
 		wiring.StreamIndexer: indexing.New(indexing.Deps{Search: search,
-			Logger: cfg.Logger.With("function", wiring.StreamIndexer), Reporter: reporter(wiring.StreamIndexer)}),
-		wiring.Archiver: archiving.New(archiving.Deps{S3: s.S3(), Bucket: getenv("ARCHIVE_BUCKET"), Tables: archived,
-			Logger: cfg.Logger.With("function", wiring.Archiver), Reporter: reporter(wiring.Archiver)}),
+			Logger: d.Logger.With("function", wiring.StreamIndexer), Reporter: reporter(wiring.StreamIndexer)}),
+		wiring.Archiver: archiving.New(archiving.Deps{S3: d.S3, Bucket: getenv("ARCHIVE_BUCKET"), Tables: archived,
+			Logger: d.Logger.With("function", wiring.Archiver), Reporter: reporter(wiring.Archiver)}),
+	}, nil
+}
+
+// processors builds the stream functions from the same environment they read
+// on AWS and starts the event-source mappings of shared/wiring.
+func (s *System) processors(ctx context.Context, getenv func(string) string, cfg Config) error {
+	functions, err := StreamFunctions(getenv, FunctionDeps{DynamoDB: s.DynamoDB(), S3: s.S3(), Logger: cfg.Logger,
+		Metrics: cfg.Metrics, CounterMarkerTTL: cfg.CounterMarkerTTL})
+	if err != nil {
+		return err
 	}
 	s.Functions = functions
 	if cfg.NoMappings {
@@ -58,9 +90,13 @@ func (s *System) processors(ctx context.Context, getenv func(string) string, cfg
 	if cfg.Stack.DataDir != "" {
 		dataDir = cfg.Stack.DataDir + "/lambda"
 	}
+	mappings := cfg.Mappings
+	if mappings == nil {
+		mappings = wiring.Mappings()
+	}
 	poller, err := esm.Start(ctx, esm.Config{
 		DynamoDB: s.DynamoDB(), Streams: s.Streams(), TablePrefix: cfg.TablePrefix,
-		Mappings: wiring.Mappings(), Functions: functions, PollInterval: cfg.PollInterval,
+		Mappings: mappings, Functions: functions, PollInterval: cfg.PollInterval,
 		DataDir: dataDir, Logger: cfg.Logger.With("service", "event-source-mapping"),
 		Destination: &esm.S3Destination{S3: s.S3(), Bucket: s.FailureBucket},
 	})

@@ -1,0 +1,88 @@
+// Command ops runs the operator commands of CONTRACT §6 against `make run`'s
+// local stack or, with STAGE set, a deployed stage (names from its stack's
+// outputs, see package target):
+//
+//	go run ./infra/ops replay [-mapping m]   # make replay [MAPPING=m]
+//
+// Each command resolves the same target and exits 0 when it left everything
+// right, 1 when something remains (records still failing, drift), 2 when it
+// could not run.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/shopstream/shopstream/infra/ops/target"
+)
+
+// command is one operator command.
+type command struct {
+	name, usage string
+	run         func(ctx context.Context, t *target.Target, args []string, env env) error
+}
+
+// env is what a command may use besides its target and arguments.
+type env struct {
+	stdout io.Writer
+	logger *slog.Logger
+	getenv func(string) string
+}
+
+func commands() []command {
+	return []command{
+		{"replay", "replay [-mapping m]: re-drive every failed stream batch not yet replayed", replayCommand},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, logger: logger, getenv: os.Getenv}))
+}
+
+// run runs one command and returns the exit status.
+func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		usage(e.stdout)
+		return 2
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		t, err := target.Resolve(ctx, e.getenv)
+		if err != nil {
+			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			return 2
+		}
+		fmt.Fprintf(e.stdout, "%s on the %s\n", c.name, t)
+		err = c.run(ctx, t, args[1:], e)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, target.ErrIncomplete):
+			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			return 1
+		default:
+			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			return 2
+		}
+	}
+	usage(e.stdout)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: go run ./infra/ops <command> [flags]; against the local stack, or a deployed stage with STAGE=<stage>")
+	for _, c := range commands() {
+		fmt.Fprintln(w, "  "+c.usage)
+	}
+}

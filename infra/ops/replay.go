@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/infra/ops/replay"
+	"github.com/shopstream/shopstream/infra/ops/target"
+)
+
+// replayCommand runs `make replay`: locally through the same in-process
+// handlers the local mappings invoke, against the stack's endpoints; on a
+// stage through lambda:Invoke of the deployed functions.
+func replayCommand(ctx context.Context, t *target.Target, args []string, e env) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(e.stdout)
+	mapping := fs.String("mapping", "", "replay only this mapping's failures (shared/wiring name)")
+	concurrency := fs.Int("concurrency", 4, "objects replayed at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	inv, err := invoker(t, e)
+	if err != nil {
+		return err
+	}
+	_, err = replay.Run(ctx, replay.Config{Store: t.S3(), Bucket: t.FailureBucket, Invoker: inv, Target: t,
+		Mapping: *mapping, Concurrency: *concurrency, Out: e.stdout, Logger: e.logger})
+	return err
+}
+
+// invoker is how the target's functions are run.
+func invoker(t *target.Target, e env) (replay.Invoker, error) {
+	if !t.Local() {
+		return &replay.Lambda{Client: lambda.NewFromConfig(t.AWS), Names: t.Functions}, nil
+	}
+	env := t.Env()
+	fns, err := system.StreamFunctions(func(k string) string { return env[k] }, system.FunctionDeps{
+		DynamoDB: t.DynamoDB(), S3: t.S3(), Logger: e.logger})
+	if err != nil {
+		return nil, fmt.Errorf("stream functions: %w", err)
+	}
+	h := replay.Handlers{}
+	for name, fn := range fns {
+		h[name] = fn
+	}
+	return h, nil
+}

@@ -1,0 +1,461 @@
+// Package replay re-drives the stream batches the event-source mappings gave
+// up on, from the failure bucket through their functions, with the mapping's
+// own failure semantics (partial batch responses, bisection, retries). A
+// replayed object is marked (replayed/<key>) so that a second run does
+// nothing; the records that still fail go to a new failure object for the
+// next run. docs/operations.md is the runbook.
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/infra/ops/target"
+	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// Invoker runs a stream function on an event: the in-process handler locally,
+// lambda:Invoke of the deployed function on AWS.
+type Invoker interface {
+	Invoke(ctx context.Context, function string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+}
+
+// Store is the failure bucket (*s3.Client is one).
+type Store interface {
+	ListObjectsV2(context.Context, *s3.ListObjectsV2Input, ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+// Config configures a replay.
+type Config struct {
+	Store  Store
+	Bucket string
+	// Invoker runs the functions, named by shared/wiring's function names.
+	Invoker Invoker
+	// Target names the mappings' UUIDs, functions and tables, so an object
+	// is matched to its mapping and checked against it.
+	Target *target.Target
+	// Mapping limits the replay to one mapping (MAPPING=m); "" replays all.
+	Mapping string
+	// CounterRecordAge is the age past which a counters record is not
+	// replayed: its dedupe markers may be gone, and a replay could count it
+	// twice. Default failures.MarkerTTL less an hour.
+	CounterRecordAge time.Duration
+	// Retries is how often a failing part of a batch is retried (default 2:
+	// the mapping has already retried it).
+	Retries int
+	// Concurrency is how many objects are replayed at once (default 4).
+	Concurrency int
+	// Out receives the report, one line per object and a summary.
+	Out    io.Writer
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Result counts what a replay did.
+type Result struct {
+	// Objects is how many failure objects were considered (of the mapping).
+	Objects int
+	// Done is how many had been replayed before and were left alone.
+	Done int
+	// Replayed is how many were replayed, whatever the outcome.
+	Replayed int
+	// Skipped is how many could not be replayed: malformed, of an unknown
+	// mapping, or counters records too old (Refused counts these).
+	Skipped, Refused int
+	// Foreign is how many objects of the bucket are no failure objects.
+	Foreign int
+	// Records, Succeeded and Failed count the replayed records.
+	Records, Succeeded, Failed int
+}
+
+// Run replays every failure object of the bucket not replayed yet. It
+// returns an error wrapping target.ErrIncomplete when a record still fails
+// or an object could not be replayed; the report says which.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.CounterRecordAge == 0 {
+		cfg.CounterRecordAge = failures.MarkerTTL - time.Hour
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 2
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &run{cfg: cfg}
+	var res Result
+	prefix := failures.Prefix
+	if cfg.Mapping != "" {
+		id, ok := cfg.Target.MappingIDs[cfg.Mapping]
+		if !ok {
+			return res, fmt.Errorf("mapping %q: none such (%s)", cfg.Mapping, strings.Join(mappingNames(), ", "))
+		}
+		prefix += id + "/"
+	}
+	keys, err := r.list(ctx, prefix)
+	if err != nil {
+		return res, err
+	}
+	done, err := r.list(ctx, failures.ReplayedPrefix+prefix)
+	if err != nil {
+		return res, err
+	}
+	replayed := map[string]bool{}
+	for _, k := range done {
+		replayed[strings.TrimPrefix(k, failures.ReplayedPrefix)] = true
+	}
+	if cfg.Mapping == "" {
+		// Whatever else is in the bucket is reported, never touched.
+		all, err := r.list(ctx, "")
+		if err != nil {
+			return res, err
+		}
+		for _, k := range all {
+			if !strings.HasPrefix(k, failures.Prefix) && !strings.HasPrefix(k, failures.ReplayedPrefix) {
+				res.Foreign++
+				r.line("foreign", "-", k, "not a failure object: left alone")
+			}
+		}
+	}
+	var todo []string
+	for _, k := range keys {
+		res.Objects++
+		if replayed[k] {
+			res.Done++
+			continue
+		}
+		todo = append(todo, k)
+	}
+
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var aborted error
+	next := make(chan string)
+	for range cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				o, err := r.object(ctx, k)
+				mu.Lock()
+				switch {
+				case err != nil:
+					if aborted == nil {
+						aborted = err
+					}
+				case o.skipped:
+					res.Skipped++
+					if o.refused {
+						res.Refused++
+					}
+				default:
+					res.Replayed++
+					res.Records += o.records
+					res.Succeeded += o.records - o.failed
+					res.Failed += o.failed
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, k := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if aborted == nil && ctx.Err() != nil {
+		aborted = ctx.Err()
+	}
+	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before), %d replayed: %d records, %d succeeded, %d still failing; %d skipped (%d too old for the counters); %d foreign objects\n",
+		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Skipped, res.Refused, res.Foreign)
+	if aborted != nil {
+		return res, fmt.Errorf("replay stopped: %w", aborted)
+	}
+	if res.Failed > 0 || res.Skipped > 0 {
+		return res, fmt.Errorf("%d records still fail, %d objects skipped: %w", res.Failed, res.Skipped, target.ErrIncomplete)
+	}
+	return res, nil
+}
+
+func mappingNames() []string {
+	var names []string
+	for _, m := range wiring.Mappings() {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+type run struct {
+	cfg Config
+	mu  sync.Mutex // serializes report lines
+}
+
+func (r *run) line(status, mapping, key, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.cfg.Out, "%-8s %-17s %s  %s\n", status, mapping, key, detail)
+}
+
+// list returns the keys under prefix, in key order (by mapping, shard, time).
+func (r *run) list(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(r.cfg.Store, &s3.ListObjectsV2Input{Bucket: aws.String(r.cfg.Bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", r.cfg.Bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// outcome is what became of one object.
+type outcome struct {
+	skipped, refused bool
+	records, failed  int
+}
+
+// object replays one failure object. An error means the replay must stop
+// (the context ended, the bucket cannot be written): the object is left
+// unmarked, to be replayed again.
+func (r *run) object(ctx context.Context, key string) (outcome, error) {
+	skip := func(mapping, reason string) (outcome, error) {
+		r.line("skipped", mapping, key, reason)
+		r.cfg.Logger.Warn("failure object skipped", "key", key, "mapping", mapping, "reason", reason)
+		return outcome{skipped: true}, nil
+	}
+	k, err := failures.ParseKey(key)
+	if err != nil {
+		return skip("-", err.Error())
+	}
+	m, ok := r.cfg.Target.Mapping(k.MappingID)
+	if !ok {
+		return skip("-", "no mapping of this stage has the UUID "+k.MappingID)
+	}
+	body, err := r.get(ctx, key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{}, err
+		}
+		return skip(m.Name, err.Error())
+	}
+	o, err := failures.Parse(body)
+	if err != nil {
+		return skip(m.Name, err.Error())
+	}
+	if want := r.cfg.Target.Functions[m.Function]; o.Function() != want {
+		return skip(m.Name, fmt.Sprintf("object names function %q, the mapping's is %q", o.Function(), want))
+	}
+	if want := r.cfg.Target.Tables[m.Table]; o.Table() != want {
+		return skip(m.Name, fmt.Sprintf("object's stream is of table %q, the mapping's is %q", o.Table(), want))
+	}
+	if m.Function == wiring.Counters {
+		if age := r.cfg.Now().Sub(o.Oldest()); age > r.cfg.CounterRecordAge {
+			r.line("refused", m.Name, key, fmt.Sprintf("%d records from %s, %s old: the counters' dedupe markers last %s, a replay could count them twice; left in the bucket: run make audit REPAIR=1",
+				len(o.Payload.Records), o.Oldest().UTC().Format(time.RFC3339), age.Round(time.Minute), r.cfg.CounterRecordAge))
+			return outcome{skipped: true, refused: true}, nil
+		}
+	}
+
+	d := r.drive(ctx, m, o.Payload.Records)
+	if ctx.Err() != nil {
+		return outcome{}, ctx.Err()
+	}
+	out := outcome{records: len(o.Payload.Records), failed: len(d.failed)}
+	marker := markerBody{ReplayedAt: r.cfg.Now().UTC(), Records: out.records, Succeeded: out.records - out.failed, Failed: out.failed}
+	detail := fmt.Sprintf("%d records: %d succeeded", out.records, marker.Succeeded)
+	if len(d.failed) > 0 {
+		rest := r.remainder(o, d)
+		seqs := make([]string, len(d.failed))
+		for i, rec := range d.failed {
+			seqs[i] = rec.Change.SequenceNumber
+		}
+		rk := failures.RemainderKey(k, seqs).String()
+		b, err := rest.Encode()
+		if err != nil {
+			return outcome{}, fmt.Errorf("remainder of %s: %w", key, err)
+		}
+		if err := r.put(ctx, rk, b); err != nil {
+			return outcome{}, err
+		}
+		marker.Remainder = rk
+		detail += fmt.Sprintf(", %d still failing (%s), kept in %s", len(d.failed), d.reason, rk)
+	}
+	mb, err := json.Marshal(marker)
+	if err != nil {
+		return outcome{}, err
+	}
+	if err := r.put(ctx, failures.ReplayedPrefix+key, mb); err != nil {
+		return outcome{}, err
+	}
+	status := "replayed"
+	if out.failed > 0 {
+		status = "failing"
+	}
+	r.line(status, m.Name, key, detail)
+	return out, nil
+}
+
+// markerBody is what a replayed/<key> marker holds.
+type markerBody struct {
+	ReplayedAt time.Time `json:"replayedAt"`
+	Records    int       `json:"records"`
+	Succeeded  int       `json:"succeeded"`
+	Failed     int       `json:"failed"`
+	// Remainder is the key of the failure object holding what still failed.
+	Remainder string `json:"remainder,omitempty"`
+}
+
+func (r *run) get(ctx context.Context, key string) ([]byte, error) {
+	out, err := r.cfg.Store.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(r.cfg.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("get s3://%s/%s: %w", r.cfg.Bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, failures.MaxObjectSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read s3://%s/%s: %w", r.cfg.Bucket, key, err)
+	}
+	return b, nil
+}
+
+func (r *run) put(ctx context.Context, key string, body []byte) error {
+	_, err := r.cfg.Store.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.cfg.Bucket), Key: aws.String(key),
+		Body: bytes.NewReader(body), ContentType: aws.String("application/json")})
+	if err != nil {
+		return fmt.Errorf("put s3://%s/%s: %w", r.cfg.Bucket, key, err)
+	}
+	return nil
+}
+
+// remainder is the failure object of the records a replay could not apply,
+// in the shape Lambda writes.
+func (r *run) remainder(o failures.Object, d driven) failures.Object {
+	recs := d.failed
+	rest := failures.Object{
+		Version: failures.Version, Timestamp: r.cfg.Now().UTC(),
+		RequestContext: failures.RequestContext{FunctionArn: o.RequestContext.FunctionArn,
+			Condition: failures.ConditionRetriesExhausted, ApproximateInvokeCount: d.invocations},
+		ResponseContext: failures.ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: d.functionError},
+		Batch: failures.BatchInfo{ShardID: o.Batch.ShardID, StreamArn: o.Batch.StreamArn, BatchSize: len(recs),
+			StartSequenceNumber: recs[0].Change.SequenceNumber, EndSequenceNumber: recs[len(recs)-1].Change.SequenceNumber,
+			ApproximateArrivalOfFirstRecord: recs[0].Change.ApproximateCreationDateTime.UTC(),
+			ApproximateArrivalOfLastRecord:  recs[len(recs)-1].Change.ApproximateCreationDateTime.UTC()},
+		Payload: events.DynamoDBEvent{Records: recs},
+	}
+	return rest
+}
+
+// driven is how a batch fared.
+type driven struct {
+	failed        []events.DynamoDBEventRecord
+	invocations   int
+	functionError string
+	reason        string
+}
+
+// attempt is a part of the batch on its way through the function.
+type attempt struct {
+	recs    []events.DynamoDBEventRecord
+	retries int
+}
+
+// drive hands the records to the function as the mapping does: a partial
+// batch response marks the records before the lowest failed one done and
+// retries the rest as it is; a function error splits the batch in two
+// (bisection spends no retry); a part that still fails after the retries is
+// what failed.
+func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoDBEventRecord) driven {
+	var d driven
+	queue := []attempt{{recs: recs}}
+	for len(queue) > 0 {
+		if ctx.Err() != nil {
+			return d
+		}
+		a := queue[0]
+		resp, err := r.cfg.Invoker.Invoke(ctx, m.Function, events.DynamoDBEvent{Records: a.recs})
+		d.invocations++
+		first := -1
+		if err != nil {
+			first = 0
+			d.functionError, d.reason = "Unhandled", err.Error()
+			r.cfg.Logger.Warn("replayed batch failed", "mapping", m.Name, "count", len(a.recs), "err", err.Error())
+		} else if m.ReportBatchItemFailures && len(resp.BatchItemFailures) > 0 {
+			first = firstFailed(a.recs, resp.BatchItemFailures)
+			d.functionError, d.reason = "", "partial batch response"
+		}
+		if first < 0 {
+			queue = queue[1:]
+			continue
+		}
+		rest := a.recs[first:]
+		if err != nil && m.BisectOnError && len(rest) > 1 {
+			half := len(rest) / 2
+			queue = append([]attempt{{recs: rest[:half], retries: a.retries}, {recs: rest[half:], retries: a.retries}}, queue[1:]...)
+			continue
+		}
+		if a.retries >= r.cfg.Retries {
+			d.failed = append(d.failed, rest...)
+			queue = queue[1:]
+			continue
+		}
+		queue[0] = attempt{recs: rest, retries: a.retries + 1}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond << a.retries):
+		}
+	}
+	return d
+}
+
+// firstFailed returns the index of the lowest failed record; an identifier
+// that names no record of the batch fails it whole, as on Lambda.
+func firstFailed(recs []events.DynamoDBEventRecord, fs []events.DynamoDBBatchItemFailure) int {
+	first := -1
+	for _, f := range fs {
+		idx := -1
+		for i, rec := range recs {
+			if rec.Change.SequenceNumber == f.ItemIdentifier {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			return 0
+		}
+		if first < 0 || idx < first {
+			first = idx
+		}
+	}
+	return first
+}
