@@ -82,7 +82,7 @@ func resolveLocal(getenv func(string) string) (*Target, error) {
 		return "http://127.0.0.1:" + strconv.Itoa(p), nil
 	}
 	t := &Target{
-		AWS: aws.Config{Region: localRegion, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")},
+		AWS:    aws.Config{Region: localRegion, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")},
 		Tables: tables.Names(getenv("TABLE_PREFIX")), Functions: map[string]string{}, MappingIDs: map[string]string{},
 		FailureBucket: or(getenv("FAILURE_BUCKET"), localDefaultFailureBucket),
 		ArchiveBucket: or(getenv("ARCHIVE_BUCKET"), localDefaultArchiveBucket),
@@ -148,8 +148,8 @@ const (
 )
 
 // TableOutput, FunctionOutput and MappingOutput name a stack output.
-func TableOutput(table string) string      { return Camel(table) + "TableName" }
-func FunctionOutput(fn string) string      { return Camel(fn) + "FunctionName" }
+func TableOutput(table string) string     { return Camel(table) + "TableName" }
+func FunctionOutput(fn string) string     { return Camel(fn) + "FunctionName" }
 func MappingOutput(mapping string) string { return Camel(mapping) + "MappingId" }
 
 // Camel turns "stream-indexer" into "StreamIndexer".
