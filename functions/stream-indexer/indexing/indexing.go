@@ -154,7 +154,9 @@ func action(rec events.DynamoDBEventRecord) ([]byte, error) {
 	if p.ProductID == "" || p.Version < 1 {
 		return nil, fmt.Errorf("product image without productId or version")
 	}
-	meta := map[string]any{"_index": Index, "_id": p.ProductID, "version": p.Version, "version_type": version}
+	// No _index: the request's path names it (the deployed domain refuses an
+	// index in a bulk body, rest.action.multi.allow_explicit_index false).
+	meta := map[string]any{"_id": p.ProductID, "version": p.Version, "version_type": version}
 	var out bytes.Buffer
 	if rec.EventName == "REMOVE" {
 		// A delete carries the deleted item's version + 1, so the index's
@@ -181,7 +183,7 @@ func (h *Handler) bulk(ctx context.Context, body *bytes.Buffer, n int) ([]int, e
 	if err := h.ensureIndex(ctx); err != nil {
 		return nil, err
 	}
-	res, err := h.deps.Search.Bulk(ctx, opensearchapi.BulkReq{Body: body})
+	res, err := h.deps.Search.Bulk(ctx, opensearchapi.BulkReq{Index: Index, Body: body})
 	if err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)
 	}

@@ -40,9 +40,36 @@ type SearchAccess int
 // Search access levels.
 const (
 	SearchNone SearchAccess = iota
+	// SearchRead queries the index: POST /products/_search, nothing else.
 	SearchRead
+	// SearchReadWrite keeps the index in step: creates it (PUT /products)
+	// and writes and deletes documents in bulk (POST /products/_bulk); it
+	// can neither delete nor reconfigure the index.
 	SearchReadWrite
 )
+
+// SearchGrant is what a search access level may do: HTTP actions on paths
+// of the domain (below its ARN).
+type SearchGrant struct {
+	Actions []string
+	Paths   []string
+}
+
+// SearchGrants returns what an access level may do, the requests its code
+// makes (shared/productsearch, functions/stream-indexer) and no other. Both
+// the role's identity policy and the domain's access policy are made from it.
+func SearchGrants(a SearchAccess) []SearchGrant {
+	switch a {
+	case SearchRead:
+		return []SearchGrant{{Actions: []string{"es:ESHttpPost"}, Paths: []string{SearchIndex + "/_search"}}}
+	case SearchReadWrite:
+		return []SearchGrant{
+			{Actions: []string{"es:ESHttpPut"}, Paths: []string{SearchIndex}},
+			{Actions: []string{"es:ESHttpPost"}, Paths: []string{SearchIndex + "/_bulk"}},
+		}
+	}
+	return nil
+}
 
 // Access is what one function may touch. Its environment and its grants both
 // come from here, so a function never holds a name it may not use, nor a grant
@@ -157,7 +184,7 @@ func (a Access) EnvKeys() ([]string, error) {
 // grants it exactly its Access.
 func (b *builder) functions() error {
 	acc := Accesses()
-	var searchRoles []awsiam.IRole
+	var searchRoles []searchRole
 	for _, name := range wiring.Functions() {
 		a, ok := acc[name]
 		if !ok {
@@ -206,20 +233,19 @@ func (b *builder) functions() error {
 				ResourceArns: &prefixes,
 			})
 		}
-		switch a.Search {
-		case SearchRead:
-			b.s.Search.GrantIndexRead(jsii.String(SearchIndex), fn)
-			// A query is POST /products/_search; no other POST.
+		for _, g := range SearchGrants(a.Search) {
+			arns := make([]*string, len(g.Paths))
+			for i, p := range g.Paths {
+				arns[i] = jsii.String(*b.s.Search.DomainArn() + "/" + p)
+			}
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 				Grantee:      fn,
-				Actions:      jsii.Strings("es:ESHttpPost"),
-				ResourceArns: jsii.Strings(*b.s.Search.DomainArn() + "/" + SearchIndex + "/_search"),
+				Actions:      jsii.Strings(g.Actions...),
+				ResourceArns: &arns,
 			})
-		case SearchReadWrite:
-			b.s.Search.GrantIndexReadWrite(jsii.String(SearchIndex), fn)
 		}
 		if a.Search != SearchNone {
-			searchRoles = append(searchRoles, fn.Role())
+			searchRoles = append(searchRoles, searchRole{access: a.Search, role: fn.Role()})
 		}
 		b.s.Functions[name] = fn
 	}

@@ -40,10 +40,6 @@ func (b *builder) suppressions() {
 			reasons = append(reasons, rule("AwsSolutions-IAM5", "Queries on the function's own tables' secondary indexes; the index names come from shared/tables and every index of those tables is queried.",
 				regex(`^Resource::<[A-Za-z]+Table[0-9A-F]{8}\.Arn>\/index\/\*$`)))
 		}
-		if a.Search != SearchNone {
-			reasons = append(reasons, rule("AwsSolutions-IAM5", "Documents of the one products index (/products/_doc/{id}, /products/_bulk, /products/_search); no other index.",
-				regex(`^Resource::<SearchDomain[0-9A-F]{8}\.Arn>\/`+SearchIndex+`\/\*$`)))
-		}
 		if a.Archive {
 			reasons = append(reasons, rule("AwsSolutions-IAM5", "Objects under the archived tables' own prefixes, whose keys carry the removal date and batch: "+strings.Join(ArchivedTables(), ", ")+".",
 				regex(`^Resource::<ArchiveBucket[0-9A-F]{8}\.Arn>\/(`+alternatives(ArchivedTables())+`)\/\*$`)))

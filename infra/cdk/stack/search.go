@@ -62,6 +62,9 @@ func (b *builder) search() {
 			SlowIndexLogEnabled:  jsii.Bool(true),
 			SlowIndexLogGroup:    slowIndex,
 		},
+		// A _bulk body may not name an index: the access policy's paths
+		// (/products/_bulk) then bound what a bulk request writes.
+		AdvancedOptions:            &map[string]*string{"rest.action.multi.allow_explicit_index": jsii.String("false")},
 		SuppressLogsResourcePolicy: jsii.Bool(true),
 		EnableVersionUpgrade:       jsii.Bool(true),
 		RemovalPolicy:              b.cfg.RemovalPolicy(),
@@ -77,30 +80,40 @@ func (b *builder) search() {
 	b.s.Search = domain
 }
 
-// searchAccessPolicy lets only the given roles reach the products index. It is
-// set on the domain resource itself: CDK's accessPolicies prop would deploy a
-// custom resource (a Lambda function) to write it.
-func (b *builder) searchAccessPolicy(roles []awsiam.IRole) {
-	arns := make([]*string, len(roles))
-	for i, r := range roles {
-		arns[i] = r.RoleArn()
-	}
+// searchRole is a role that reaches the search domain, and how.
+type searchRole struct {
+	access SearchAccess
+	role   awsiam.IRole
+}
+
+// searchAccessPolicy lets the given roles reach the products index, each
+// with its own statement holding its level's verbs (SearchGrants) and no
+// other. It is set on the domain resource itself: CDK's accessPolicies prop
+// would deploy a custom resource (a Lambda function) to write it.
+func (b *builder) searchAccessPolicy(roles []searchRole) {
 	// Built from the domain's name: the domain's own Arn attribute here
 	// would make the domain depend on itself.
-	index := *b.s.Stack.FormatArn(&awscdk.ArnComponents{
+	domain := *b.s.Stack.FormatArn(&awscdk.ArnComponents{
 		Service:      jsii.String("es"),
 		Resource:     jsii.String("domain"),
-		ResourceName: jsii.String(b.cfg.Name + "/" + SearchIndex),
+		ResourceName: jsii.String(b.cfg.Name),
 		ArnFormat:    awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	})
+	var statements []any
+	for _, r := range roles {
+		for _, g := range SearchGrants(r.access) {
+			resources := make([]string, len(g.Paths))
+			for i, p := range g.Paths {
+				resources[i] = domain + "/" + p
+			}
+			statements = append(statements, map[string]any{
+				"Effect":    "Allow",
+				"Principal": map[string]any{"AWS": r.role.RoleArn()},
+				"Action":    g.Actions,
+				"Resource":  resources,
+			})
+		}
+	}
 	cfn := b.s.Search.Node().DefaultChild().(awsopensearchservice.CfnDomain)
-	cfn.SetAccessPolicies(map[string]any{
-		"Version": "2012-10-17",
-		"Statement": []any{map[string]any{
-			"Effect":    "Allow",
-			"Principal": map[string]any{"AWS": arns},
-			"Action":    []string{"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"},
-			"Resource":  []string{index, index + "/*"},
-		}},
-	})
+	cfn.SetAccessPolicies(map[string]any{"Version": "2012-10-17", "Statement": statements})
 }

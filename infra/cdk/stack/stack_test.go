@@ -769,21 +769,88 @@ func TestSearchDomain(t *testing.T) {
 				"DomainEndpointOptions":       map[string]any{"EnforceHTTPS": true, "TLSSecurityPolicy": "Policy-Min-TLS-1-2-2019-07"},
 			})
 			p := props(s.resources("AWS::OpenSearchService::Domain")[s.logicalID(s.stack.Search)])
-			var principals []string
+			if got := fmt.Sprint(p["AdvancedOptions"]); got != "map[rest.action.multi.allow_explicit_index:false]" {
+				t.Errorf("advanced options %s, want no index named in a bulk body", got)
+			}
+			// One statement per role and grant, with exactly that role's
+			// verbs on exactly its paths.
+			var got []string
 			for _, st := range p["AccessPolicies"].(map[string]any)["Statement"].([]any) {
-				principals = append(principals, refs(st.(map[string]any)["Principal"])...)
-			}
-			var want []string
-			for fnName, a := range stack.Accesses() {
-				if a.Search != stack.SearchNone {
-					want = append(want, s.logicalID(s.stack.Functions[fnName].Role()))
+				st := st.(map[string]any)
+				if st["Effect"] != "Allow" {
+					t.Errorf("statement effect %v", st["Effect"])
 				}
+				principals := refs(st["Principal"])
+				if len(principals) != 1 {
+					t.Errorf("statement for %v, want one role each", principals)
+				}
+				var paths []string
+				res, ok := st["Resource"].([]any)
+				if !ok {
+					res = []any{st["Resource"]}
+				}
+				for _, r := range res {
+					// Fn::Join of partition, region and account with the
+					// literal domain/<name>/<path>.
+					_, path, _ := strings.Cut(fmt.Sprint(r), ":domain/"+stageName(name)+"/")
+					path, _, _ = strings.Cut(path, "]")
+					paths = append(paths, path)
+				}
+				got = append(got, fmt.Sprint(principals, " ", sorted(strs(st["Action"])), " ", sorted(paths)))
 			}
-			if d := cmp.Diff(sorted(want), sorted(principals)); d != "" {
-				t.Errorf("domain access policy principals (-want +got):\n%s", d)
+			api := s.logicalID(s.stack.Functions[wiring.API].Role())
+			indexer := s.logicalID(s.stack.Functions[wiring.StreamIndexer].Role())
+			want := []string{
+				fmt.Sprint([]string{api}, " ", []string{"es:ESHttpPost"}, " ", []string{"products/_search"}),
+				fmt.Sprint([]string{indexer}, " ", []string{"es:ESHttpPost"}, " ", []string{"products/_bulk"}),
+				fmt.Sprint([]string{indexer}, " ", []string{"es:ESHttpPut"}, " ", []string{"products"}),
+			}
+			if d := cmp.Diff(sorted(want), sorted(got)); d != "" {
+				t.Errorf("domain access policy (-want +got):\n%s", d)
+			}
+			// The roles' own policies hold the same verbs on the same paths.
+			for fnName, a := range stack.Accesses() {
+				roleID := s.logicalID(s.stack.Functions[fnName].Role())
+				var got []string
+				for _, pol := range s.resources("AWS::IAM::Policy") {
+					if !slices.Contains(refs(props(pol)["Roles"]), roleID) {
+						continue
+					}
+					for _, st := range props(pol)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+						st := st.(map[string]any)
+						for _, act := range strs(st["Action"]) {
+							if strings.HasPrefix(act, "es:") {
+								got = append(got, fmt.Sprint(act, " ", st["Resource"]))
+							}
+						}
+					}
+				}
+				var want []string
+				for _, g := range stack.SearchGrants(a.Search) {
+					for _, act := range g.Actions {
+						var res []any
+						for _, p := range g.Paths {
+							res = append(res, map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{s.logicalID(s.stack.Search), "Arn"}}, "/" + p}}})
+						}
+						var r any = res
+						if len(res) == 1 {
+							r = res[0]
+						}
+						want = append(want, fmt.Sprint(act, " ", r))
+					}
+				}
+				if d := cmp.Diff(sorted(want), sorted(got)); d != "" {
+					t.Errorf("%s: search actions in its role's policy (-want +got):\n%s", fnName, d)
+				}
 			}
 		})
 	}
+}
+
+// stageName is the physical name prefix of a stage.
+func stageName(stage string) string {
+	cfg, _ := stack.StageConfig(stage)
+	return cfg.Name
 }
 
 // TestMonitoring checks that every failure mode has an alarm with an action.
