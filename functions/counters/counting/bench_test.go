@@ -1,48 +1,65 @@
 package counting_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
-// BenchmarkSkewedBatches: 1,000 order records over 10 products in batches of
-// 100, a third of them on one best seller, all by one user. It reports counter
-// transactions per batch against records per batch, and the writes a
-// one-update-per-record design would make.
+// BenchmarkSkewedBatches: 1,000 order records in batches of 100, all by one
+// user, over 10 products with a third of the records on one best seller, as
+// one-line and as 3-line orders. It reports the counters' transactions per
+// batch and their write units per 100 records against the naive design's
+// (one update per record and counter item), both by AWS's rules.
 func BenchmarkSkewedBatches(b *testing.B) {
 	db := stacktest.DynamoDB(b)
-	for i := 0; i < b.N; i++ {
-		f := newFixture(b, db, stacktest.Tables(b))
-		for p := 0; p < 10; p++ {
-			f.put(f.tables.Products, map[string]types.AttributeValue{"productId": s(fmt.Sprintf("sku-%d", p)), "version": n(1)})
-		}
-		var batches, records, contributions int
-		before := f.tx.calls.Load()
-		for batch := 0; batch < 10; batch++ {
-			var recs []events.DynamoDBEventRecord
-			for r := 0; r < 100; r++ {
-				sku := fmt.Sprintf("sku-%d", (r*r+batch)%10)
-				if r%3 == 0 {
-					sku = "sku-0" // a best seller
+	for _, lines := range []int{1, 3} {
+		b.Run(fmt.Sprintf("%d-line", lines), func(b *testing.B) {
+			w := costWorkload{name: fmt.Sprintf("%d-line orders", lines), records: 1000, batch: 100, lines: lines}
+			for i := 0; i < b.N; i++ {
+				units := map[string]float64{}
+				var transactions int
+				for _, design := range []string{"naive", "counters"} {
+					f := newFixture(b, db, stacktest.Tables(b))
+					seedCostItems(f)
+					m := &meter{db: db, indexes: func(table string) []tables.Index {
+						if table == f.tables.Products {
+							def, _ := tables.ByName(tables.Products)
+							return def.GlobalIndexes
+						}
+						return nil
+					}}
+					h := counting.New(counting.Deps{DB: m, Tables: f.tables})
+					for _, recs := range costBatches(f, w) {
+						if design == "naive" {
+							if err := naive(context.Background(), f, m, recs); err != nil {
+								b.Fatal(err)
+							}
+							continue
+						}
+						resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: recs})
+						if err != nil || len(resp.BatchItemFailures) > 0 {
+							b.Fatalf("handle: %v %v", resp.BatchItemFailures, err)
+						}
+					}
+					if got := f.user("shopper")["orderCount"]; got != int64(w.records) {
+						b.Fatalf("%s: orderCount %d, want %d", design, got, w.records)
+					}
+					units[design] = m.units
+					if design == "counters" {
+						transactions = m.calls
+					}
 				}
-				recs = append(recs, f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", fmt.Sprintf("o%d-%d", batch, r), "PLACED", 100, line{sku, 1})))
-				contributions += 2 // the user and the product
+				b.ReportMetric(float64(transactions)*float64(w.batch)/float64(w.records), "transactions/batch")
+				b.ReportMetric(units["counters"]*100/float64(w.records), "WRU/100records")
+				b.ReportMetric(units["naive"]*100/float64(w.records), "naive-WRU/100records")
 			}
-			f.deliver(recs...)
-			batches++
-			records += len(recs)
-		}
-		writes := f.tx.calls.Load() - before
-		b.ReportMetric(float64(records)/float64(batches), "records/batch")
-		b.ReportMetric(float64(writes)/float64(batches), "counter-writes/batch")
-		b.ReportMetric(float64(contributions)/float64(batches), "per-record-writes/batch")
-		if got := f.user("u1")["orderCount"]; got != int64(records) {
-			b.Fatalf("orderCount: got %d, want %d", got, records)
-		}
+		})
 	}
 }

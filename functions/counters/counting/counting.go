@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/ddbstream"
 )
 
 // Tables are the physical table names the handler reads and writes.
@@ -39,11 +40,18 @@ type Deps struct {
 	Tables   Tables
 	Logger   *slog.Logger
 	Reporter *batchmetrics.Reporter
-	// MarkerTTL is how long an applied-event marker is kept: longer than a
-	// stream record lives (24 h). Default 25 h.
+	// MarkerTTL is how long an applied-record marker is kept: as long as a
+	// record can come again, from the stream or from a replay of the failure
+	// bucket. Default DefaultMarkerTTL.
 	MarkerTTL time.Duration
 	Now       func() time.Time
 }
+
+// DefaultMarkerTTL outlives every way a record can come again: a failed batch
+// is replayed from the failure bucket for 14 days after it failed, and its
+// records were then at most 24 h old (the mapping's maximum record age); the
+// extra hour covers clock skew.
+const DefaultMarkerTTL = 14*24*time.Hour + 25*time.Hour
 
 // Handler is the counters Lambda.
 type Handler struct {
@@ -56,7 +64,7 @@ func New(d Deps) *Handler {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.MarkerTTL == 0 {
-		d.MarkerTTL = 25 * time.Hour
+		d.MarkerTTL = DefaultMarkerTTL
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -64,9 +72,8 @@ func New(d Deps) *Handler {
 	return &Handler{deps: d}
 }
 
-// maxMarkers keeps a transaction within DynamoDB's 100 actions: one update
-// and up to 99 markers.
-const maxMarkers = 99
+// maxActions is DynamoDB's limit of actions in one TransactWriteItems.
+const maxActions = 100
 
 // counterKey names one counter item.
 type counterKey struct {
@@ -74,11 +81,14 @@ type counterKey struct {
 	key   string // its partition key value
 }
 
-// contribution is one record's delta on one counter item.
-type contribution struct {
+func (k counterKey) String() string { return k.table + "#" + k.key }
+
+// work is one record of the batch with what it adds to each counter item it
+// touches (each item once).
+type work struct {
 	record int // index in the batch
 	marker string
-	delta  map[string]int64
+	deltas []delta
 }
 
 // Handle applies a batch and reports the records it could not apply. A
@@ -88,7 +98,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	failed := map[int]bool{}
 	first := map[string]int{} // eventID → index of its first record in the batch
 	copies := map[int][]int{} // index of a first record → its later copies
-	work := map[counterKey][]contribution{}
+	var todo []*work
 	for i, rec := range ev.Records {
 		if rec.EventID == "" {
 			h.deps.Logger.WarnContext(ctx, "malformed record", "sequenceNumber", rec.Change.SequenceNumber, "err", "no eventID")
@@ -101,34 +111,56 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 		first[rec.EventID] = i
 		deltas, err := h.effects(rec)
+		if err == nil && len(deltas) >= maxActions {
+			err = fmt.Errorf("%d counter items: more than one transaction holds with the record's marker", len(deltas))
+		}
 		if err != nil {
 			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
 			failed[i] = true
 			continue
 		}
-		for _, d := range deltas {
-			work[d.item] = append(work[d.item], contribution{record: i, marker: d.item.table + "#" + d.item.key + "#" + rec.EventID, delta: d.delta})
+		if len(deltas) > 0 {
+			todo = append(todo, &work{record: i, marker: ddbstream.TableName(rec) + "#" + rec.EventID, deltas: deltas})
 		}
 	}
 
+	groups := group(todo)
+	// Groups that share a counter item run one after the other: at once they
+	// would only cancel each other's transactions.
+	locks := map[counterKey]*sync.Mutex{}
+	for _, g := range groups {
+		for _, k := range g.items() {
+			if locks[k] == nil {
+				locks[k] = &sync.Mutex{}
+			}
+		}
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	writes := 0
-	for item, cs := range work {
+	var res applied
+	for _, g := range groups {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			n, err := h.apply(ctx, item, cs)
+			items := g.items()
+			for _, k := range items {
+				locks[k].Lock()
+			}
+			r, err := h.apply(ctx, g)
+			for _, k := range items {
+				locks[k].Unlock()
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			writes += n
+			res.transactions += r.transactions
+			res.units += r.units
 			if err != nil {
-				h.deps.Logger.ErrorContext(ctx, "apply counters", "table", item.table, "key", item.key, "count", len(cs), "err", err.Error())
-				for _, c := range cs {
-					failed[c.record] = true
+				h.deps.Logger.ErrorContext(ctx, "apply counters", "count", len(g), "items", len(items), "err", err.Error())
+				for _, w := range g {
+					failed[w.record] = true
 				}
 			}
 		}()
@@ -152,91 +184,189 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
 	}
 	if h.deps.Reporter != nil {
-		h.deps.Reporter.Batch(ctx, ev, len(idx), time.Since(start), "counterItems", len(work), "writes", writes)
+		h.deps.Reporter.Batch(ctx, ev, len(idx), time.Since(start), "counterItems", len(locks), "transactions", res.transactions, "writeUnits", res.units)
 	}
 	return resp, nil
 }
 
-// apply adds the contributions to one counter item, in transactions of one
-// coalesced update plus one conditional marker per contributing record. A
-// marker that already exists means that record was applied before: its
-// contribution is dropped and the rest retried. It returns how many
-// transactions were committed.
-func (h *Handler) apply(ctx context.Context, item counterKey, cs []contribution) (int, error) {
-	writes := 0
-	for len(cs) > 0 {
-		n := min(len(cs), maxMarkers)
-		chunk := cs[:n]
-		done, err := h.applyChunk(ctx, item, chunk)
-		writes += done
-		if err != nil {
-			return writes, err
+// txGroup is a set of records applied in one transaction: one update per
+// counter item they touch and one marker per record.
+type txGroup []*work
+
+// items returns the group's distinct counter items, sorted.
+func (g txGroup) items() []counterKey {
+	seen := map[counterKey]bool{}
+	var out []counterKey
+	for _, w := range g {
+		for _, d := range w.deltas {
+			if !seen[d.item] {
+				seen[d.item] = true
+				out = append(out, d.item)
+			}
 		}
-		cs = cs[n:]
 	}
-	return writes, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
 }
 
-// maxContended bounds the attempts of one chunk that only contention (another
-// batch on the same item, throttling) cancels; the records then fail and come
-// again.
+// group splits a batch's records into transactions of at most maxActions
+// actions: a record's marker and an update of each distinct counter item of
+// its group. Records that share items are placed next to each other first
+// (ordered by their items, the batch's most touched items first), so that an
+// item is updated in as few groups as possible; then each group takes records
+// in that order while they fit. The records' order in the batch does not
+// matter: their deltas are sums.
+func group(todo []*work) []txGroup {
+	freq := map[counterKey]int{}
+	for _, w := range todo {
+		for _, d := range w.deltas {
+			freq[d.item]++
+		}
+	}
+	sig := map[*work][]counterKey{}
+	for _, w := range todo {
+		ks := make([]counterKey, 0, len(w.deltas))
+		for _, d := range w.deltas {
+			ks = append(ks, d.item)
+		}
+		sort.Slice(ks, func(i, j int) bool {
+			if freq[ks[i]] != freq[ks[j]] {
+				return freq[ks[i]] > freq[ks[j]]
+			}
+			return ks[i].String() < ks[j].String()
+		})
+		sig[w] = ks
+	}
+	ordered := append([]*work(nil), todo...)
+	sort.SliceStable(ordered, func(i, j int) bool {
+		a, b := sig[ordered[i]], sig[ordered[j]]
+		for k := 0; k < len(a) && k < len(b); k++ {
+			if a[k] != b[k] {
+				if freq[a[k]] != freq[b[k]] {
+					return freq[a[k]] > freq[b[k]]
+				}
+				return a[k].String() < b[k].String()
+			}
+		}
+		return len(a) < len(b)
+	})
+
+	var out []txGroup
+	var cur txGroup
+	items := map[counterKey]bool{}
+	for _, w := range ordered {
+		added := 0
+		for _, d := range w.deltas {
+			if !items[d.item] {
+				added++
+			}
+		}
+		if len(cur)+1+len(items)+added > maxActions {
+			out = append(out, cur)
+			cur, items = nil, map[counterKey]bool{}
+		}
+		cur = append(cur, w)
+		for _, d := range w.deltas {
+			items[d.item] = true
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// applied is what a group's transactions wrote.
+type applied struct {
+	transactions int
+	units        float64 // consumed write units, as DynamoDB reports them
+}
+
+// maxContended bounds the attempts of one group that only contention (another
+// batch on the same item, the API's stock updates, throttling) cancels; the
+// records then fail and come again.
 const maxContended = 8
 
-func (h *Handler) applyChunk(ctx context.Context, item counterKey, cs []contribution) (int, error) {
+// apply adds the group's records to their counter items in one transaction,
+// with one conditional marker per record. A marker that already exists means
+// that record was applied before, to all its items: it is dropped and the rest
+// retried at once. An item that does not exist (a deleted product) is dropped
+// from the group, and its records are applied to their other items.
+func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
+	var res applied
+	missing := map[counterKey]bool{}
 	contended := 0
-	for len(cs) > 0 {
-		in, err := h.transaction(item, cs)
+	for len(g) > 0 {
+		in, items, err := h.transaction(g, missing)
 		if err != nil {
-			return 0, err
+			return res, err
 		}
-		_, err = h.deps.DB.TransactWriteItems(ctx, in)
+		if len(items) == 0 {
+			// Every item the records touch is gone: nothing to count, and
+			// nothing a redelivery could count twice.
+			return res, nil
+		}
+		out, err := h.deps.DB.TransactWriteItems(ctx, in)
 		if err == nil {
-			return 1, nil
+			res.transactions++
+			if out != nil {
+				for _, cc := range out.ConsumedCapacity {
+					res.units += aws.ToFloat64(cc.CapacityUnits)
+				}
+			}
+			return res, nil
 		}
 		var canceled *types.TransactionCanceledException
 		if !errors.As(err, &canceled) {
-			return 0, fmt.Errorf("counters on %s %s: %w", item.table, item.key, err)
+			return res, fmt.Errorf("counters of %d records: %w", len(g), err)
 		}
 		reasons := canceled.CancellationReasons
-		if code(reasonAt(reasons, 0)) == "ConditionalCheckFailed" {
-			// The counter item does not exist (a deleted product, a user
-			// removed by hand): there is nothing to count on, and creating
-			// the item would make a phantom.
-			h.deps.Logger.WarnContext(ctx, "counter item missing", "table", item.table, "key", item.key, "count", len(cs))
-			return 0, nil
-		}
-		var keep []contribution
-		retry := retryable(code(reasonAt(reasons, 0)))
-		for i, c := range cs {
-			switch r := code(reasonAt(reasons, i+1)); {
+		retry, answered := false, false
+		for i, k := range items {
+			switch r := code(reasonAt(reasons, i)); {
 			case r == "ConditionalCheckFailed":
-				// Applied before: a redelivery. Drop its contribution.
+				// The item does not exist: a deleted product, or a user
+				// removed by hand. Creating it would make a phantom.
+				h.deps.Logger.WarnContext(ctx, "counter item missing", "table", k.table, "key", k.key)
+				missing[k] = true
+				answered = true
 			case retryable(r):
 				retry = true
-				keep = append(keep, c)
+			}
+		}
+		var keep txGroup
+		for i, w := range g {
+			switch r := code(reasonAt(reasons, len(items)+i)); {
+			case r == "ConditionalCheckFailed":
+				// Applied before, to every item: a redelivery. Drop it.
+				answered = true
+			case retryable(r):
+				retry = true
+				keep = append(keep, w)
 			default:
-				keep = append(keep, c)
+				keep = append(keep, w)
 			}
 		}
 		switch {
-		case len(keep) < len(cs):
-			// Some records were applied before: try again at once with the rest.
+		case answered:
+			// Some records were applied before or some items are gone: try
+			// again at once with what is left.
 		case !retry:
-			return 0, fmt.Errorf("counters on %s %s: %w", item.table, item.key, err)
+			return res, fmt.Errorf("counters of %d records: %w", len(g), err)
 		case contended >= maxContended:
-			return 0, fmt.Errorf("counters on %s %s: still contended after %d attempts: %w", item.table, item.key, contended+1, err)
+			return res, fmt.Errorf("counters of %d records: still contended after %d attempts: %w", len(g), contended+1, err)
 		default:
 			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 5)))) + time.Millisecond
 			contended++
 			select {
 			case <-ctx.Done():
-				return 0, fmt.Errorf("counters on %s %s: %w", item.table, item.key, ctx.Err())
+				return res, fmt.Errorf("counters of %d records: %w", len(g), ctx.Err())
 			case <-time.After(d):
 			}
 		}
-		cs = keep
+		g = keep
 	}
-	return 0, nil
+	return res, nil
 }
 
 // retryable reports whether a cancellation reason is contention rather than
@@ -258,15 +388,70 @@ func reasonAt(rs []types.CancellationReason, i int) types.CancellationReason {
 	return types.CancellationReason{}
 }
 
-// transaction builds the coalesced update and the markers. Deltas that sum to
-// zero still write: the markers must record that the records were applied.
-func (h *Handler) transaction(item counterKey, cs []contribution) (*dynamodb.TransactWriteItemsInput, error) {
-	sum := map[string]int64{}
-	for _, c := range cs {
-		for k, v := range c.delta {
-			sum[k] += v
+// transaction builds the group's transaction: first one update per counter
+// item that exists as far as we know, adding the summed deltas of the group's
+// records (an item whose deltas sum to zero needs no update), then one marker
+// per record. It returns the updated items in action order.
+func (h *Handler) transaction(g txGroup, missing map[counterKey]bool) (*dynamodb.TransactWriteItemsInput, []counterKey, error) {
+	sums := map[counterKey]map[string]int64{}
+	for _, w := range g {
+		for _, d := range w.deltas {
+			if missing[d.item] {
+				continue
+			}
+			if sums[d.item] == nil {
+				sums[d.item] = map[string]int64{}
+			}
+			for k, v := range d.delta {
+				sums[d.item][k] += v
+			}
 		}
 	}
+	var items []counterKey
+	for _, k := range g.items() {
+		if nonZero(sums[k]) {
+			items = append(items, k)
+		}
+	}
+	actions := make([]types.TransactWriteItem, 0, len(items)+len(g))
+	for _, k := range items {
+		u, err := h.update(k, sums[k])
+		if err != nil {
+			return nil, nil, err
+		}
+		actions = append(actions, types.TransactWriteItem{Update: u})
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("eventKey"))).Build()
+	if err != nil {
+		return nil, nil, fmt.Errorf("build marker condition: %w", err)
+	}
+	expires := strconv.FormatInt(h.deps.Now().Add(h.deps.MarkerTTL).Unix(), 10)
+	for _, w := range g {
+		actions = append(actions, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(h.deps.Tables.CounterEvents),
+			Item: map[string]types.AttributeValue{
+				"eventKey":  &types.AttributeValueMemberS{Value: w.marker},
+				"expiresAt": &types.AttributeValueMemberN{Value: expires},
+			},
+			ConditionExpression:      cond.Condition(),
+			ExpressionAttributeNames: cond.Names(),
+		}})
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: actions, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal}, items, nil
+}
+
+func nonZero(sum map[string]int64) bool {
+	for _, v := range sum {
+		if v != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// update adds the summed deltas to one counter item and 1 to its version, on
+// the condition that the item exists.
+func (h *Handler) update(item counterKey, sum map[string]int64) (*types.Update, error) {
 	names := make([]string, 0, len(sum))
 	for k := range sum {
 		names = append(names, k)
@@ -282,31 +467,14 @@ func (h *Handler) transaction(item counterKey, cs []contribution) (*dynamodb.Tra
 	}
 	expr, err := expression.NewBuilder().WithUpdate(update).WithCondition(expression.AttributeExists(expression.Name(keyName))).Build()
 	if err != nil {
-		return nil, fmt.Errorf("build counter update: %w", err)
+		return nil, fmt.Errorf("build counter update of %s: %w", item, err)
 	}
-	actions := []types.TransactWriteItem{{Update: &types.Update{
+	return &types.Update{
 		TableName:                 aws.String(item.table),
 		Key:                       map[string]types.AttributeValue{keyName: &types.AttributeValueMemberS{Value: item.key}},
 		UpdateExpression:          expr.Update(),
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-	}}}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("eventKey"))).Build()
-	if err != nil {
-		return nil, fmt.Errorf("build marker condition: %w", err)
-	}
-	expires := strconv.FormatInt(h.deps.Now().Add(h.deps.MarkerTTL).Unix(), 10)
-	for _, c := range cs {
-		actions = append(actions, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(h.deps.Tables.CounterEvents),
-			Item: map[string]types.AttributeValue{
-				"eventKey":  &types.AttributeValueMemberS{Value: c.marker},
-				"expiresAt": &types.AttributeValueMemberN{Value: expires},
-			},
-			ConditionExpression:      cond.Condition(),
-			ExpressionAttributeNames: cond.Names(),
-		}})
-	}
-	return &dynamodb.TransactWriteItemsInput{TransactItems: actions}, nil
+	}, nil
 }

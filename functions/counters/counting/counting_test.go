@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,13 @@ import (
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/ddbstream"
 	"github.com/shopstream/shopstream/shared/tables"
 )
+
+// replayHorizon is how long after a batch failed it can be replayed from the
+// failure bucket.
+const replayHorizon = 14 * 24 * time.Hour
 
 type fixture struct {
 	t      testing.TB
@@ -338,8 +344,8 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 	if d := cmp.Diff(before, f.snapshot(true)); d != "" {
 		t.Errorf("after redelivery (-before +after):\n%s", d)
 	}
-	// One refused transaction per counter item: the markers answer.
-	if got, want := f.tx.calls.Load()-calls, int64(len(users)+len(products)); got != want {
+	// The batch fits one transaction; refused on its markers, it writes nothing.
+	if got, want := f.tx.calls.Load()-calls, int64(1); got != want {
 		t.Errorf("transactions for a redelivered batch: got %d, want %d", got, want)
 	}
 }
@@ -360,22 +366,34 @@ func TestTTLRemovalChangesNothing(t *testing.T) {
 	}
 }
 
-// TestFailuresThenRedelivery fails the transaction of one counter item, before
-// or after it commits, and then redelivers as Lambda does: from the lowest
-// failed sequence number on.
+// markersOf returns the marker keys a counters transaction writes.
+func markersOf(in *dynamodb.TransactWriteItemsInput) []string {
+	var out []string
+	for _, a := range in.TransactItems {
+		if a.Put != nil {
+			if k, ok := a.Put.Item["eventKey"].(*types.AttributeValueMemberS); ok {
+				out = append(out, k.Value)
+			}
+		}
+	}
+	return out
+}
+
+// TestFailuresThenRedelivery fails one transaction of a batch that needs
+// several, before or after it commits, and then redelivers as Lambda does:
+// from the lowest failed sequence number on. The failed records are exactly
+// those whose markers the failed transaction held, and the result is exact.
 func TestFailuresThenRedelivery(t *testing.T) {
 	tests := []struct {
 		name        string
-		item        string
+		record      int // in workload
 		afterCommit bool
 		times       int
-		failed      []int
 	}{
-		// In workload, p2 is counted by records 0, 1, 4 and 10; u2 by 5, 6, 9 and 10.
-		{"p2 refused", "p2", false, 1, []int{0, 1, 4, 10}},
-		{"p2 committed, answer lost", "p2", true, 1, []int{0, 1, 4, 10}},
-		{"u2 refused twice", "u2", false, 2, []int{5, 6, 9, 10}},
-		{"u2 committed, answer lost", "u2", true, 1, []int{5, 6, 9, 10}},
+		{"the transaction of o2's placement refused", 1, false, 1},
+		{"the transaction of o2's placement committed, answer lost", 1, true, 1},
+		{"the transaction of u2's review of p2 refused twice", 10, false, 2},
+		{"the transaction of u2's review of p2 committed, answer lost", 10, true, 1},
 	}
 	db, prefixes := stacktest.DynamoDB(t), make([]string, len(tests))
 	for i := range tests {
@@ -385,10 +403,24 @@ func TestFailuresThenRedelivery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, db, prefixes[i])
 			recs, want := workload(f)
+			target := ddbstream.TableName(recs[tt.record]) + "#" + recs[tt.record].EventID
+			// 150 one-line orders more, so that the batch takes several
+			// transactions (100 actions each).
+			for j := range 150 {
+				u, p := users[j%2], products[j%3%2]
+				recs = append(recs, f.record(f.tables.Orders, "INSERT", nil, orderImage(u, fmt.Sprintf("x%d", j), "PLACED", 10, line{p, 1})))
+				want["user "+u]["orderCount"]++
+				want["user "+u]["lifetimeSpendCents"] += 10
+				want["product "+p]["unitsSold"]++
+			}
 			left := tt.times
+			var failedMarkers []string
 			f.tx.inject(func(in *dynamodb.TransactWriteItemsInput) (bool, bool) {
-				if counterKeyOf(in) == tt.item && left > 0 {
+				if left > 0 && slices.Contains(markersOf(in), target) {
 					left--
+					if failedMarkers == nil {
+						failedMarkers = markersOf(in)
+					}
 					return true, tt.afterCommit
 				}
 				return false, false
@@ -398,8 +430,13 @@ func TestFailuresThenRedelivery(t *testing.T) {
 				got := f.handle(batch...)
 				if attempt == 0 {
 					var wantFailed []events.DynamoDBEventRecord
-					for _, i := range tt.failed {
-						wantFailed = append(wantFailed, recs[i])
+					for _, r := range recs {
+						if slices.Contains(failedMarkers, ddbstream.TableName(r)+"#"+r.EventID) {
+							wantFailed = append(wantFailed, r)
+						}
+					}
+					if len(wantFailed) == 0 || len(wantFailed) >= len(recs)-3 {
+						t.Fatalf("the failed transaction held %d of %d records; want a part of the batch", len(wantFailed), len(recs))
 					}
 					if d := cmp.Diff(seqs(wantFailed...), got); d != "" {
 						t.Errorf("failed records (-want +got):\n%s", d)
@@ -548,22 +585,52 @@ func TestMalformedRecordsFailAlone(t *testing.T) {
 
 // TestMissingCounterItem: a record on a product that does not exist (deleted)
 // is applied to the items that do exist, creates no phantom and fails nothing.
+// Its marker then says "applied to every item there is"; a product that is
+// gone never comes back (ids are never reused), so a redelivery that finds the
+// marker has nothing left to add, also when the product was deleted between
+// the first delivery and the redelivery.
 func TestMissingCounterItem(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
 	rec := f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 500, line{"gone", 2}, line{"p1", 3}))
-	f.deliver(rec, f.record(f.tables.Reviews, "INSERT", nil, reviewImage("gone", "u2", 4)))
+	review := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("gone", "u2", 4))
+	later := f.record(f.tables.Orders, "INSERT", nil, orderImage("u2", "o2", "PLACED", 70, line{"p2", 1}))
+	f.deliver(rec, review, later)
+	if _, err := f.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s("p2")}}); err != nil {
+		t.Fatal(err)
+	}
 	f.deliver(rec)
-	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s("gone")}})
+	f.deliver(later, review)
+	for _, id := range []string{"gone", "p2"} {
+		out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Item != nil {
+			t.Errorf("a counter created a phantom product %s: %v", id, out.Item)
+		}
+	}
+	got := map[string]map[string]int64{"user u1": f.user("u1"), "user u2": f.user("u2"), "product p1": f.product("p1")}
+	for _, m := range got {
+		delete(m, "version")
+	}
+	want := map[string]map[string]int64{"user u1": {"orderCount": 1, "lifetimeSpendCents": 500}, "user u2": {"reviewCount": 1, "orderCount": 1, "lifetimeSpendCents": 70},
+		"product p1": {"unitsSold": 3}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
+	}
+}
+
+// TestRecordWithNoItemLeft: a record whose every counter item is gone writes
+// nothing, not even its marker, and fails nothing.
+func TestRecordWithNoItemLeft(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	f.deliver(f.record(f.tables.Reviews, "MODIFY", reviewImage("gone", "u1", 2), reviewImage("gone", "u1", 5)))
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Item != nil {
-		t.Errorf("a counter created a phantom product: %v", out.Item)
-	}
-	want := snapshot{"user u1": {"orderCount": 1, "lifetimeSpendCents": 500}, "user u2": {"reviewCount": 1},
-		"product p1": {"unitsSold": 3}, "product p2": {}}
-	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
-		t.Errorf("counters (-want +got):\n%s", d)
+	if len(out.Items) != 0 {
+		t.Errorf("markers: got %v, want none", out.Items)
 	}
 }
 
@@ -577,8 +644,10 @@ func TestThrottlingFailsRecordsThenRedeliveryIsExact(t *testing.T) {
 	if d := cmp.Diff(seqs(rec), f.handle(rec)); d != "" {
 		t.Fatalf("under throttling, failed records (-want +got):\n%s", d)
 	}
-	if got := f.product("p1")["unitsSold"]; got != 3 {
-		t.Errorf("p1 (its own item was not throttled): got unitsSold %d, want 3", got)
+	// A record is applied to all its items or to none: p1, not throttled
+	// itself, waits for the user's update.
+	if got := f.product("p1")["unitsSold"]; got != 0 {
+		t.Errorf("p1 while the user's update is throttled: got unitsSold %d, want 0", got)
 	}
 	remove()
 	f.deliver(rec)
@@ -625,18 +694,20 @@ func TestSameSequenceNumberOnTwoShards(t *testing.T) {
 	}
 }
 
-// TestMarkersOutliveStreamRecords: a marker expires after a stream record
-// can last be delivered (24 h), so no redelivery finds it gone.
-func TestMarkersOutliveStreamRecords(t *testing.T) {
+// TestMarkersOutliveReplays: one marker per record, whatever the number of
+// counter items it changes, and it expires only after the record can last
+// come again: 24 h in the stream, then the failure bucket's replay horizon.
+func TestMarkersOutliveReplays(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
 	start := time.Now()
-	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)))
+	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
+		f.record(f.tables.Orders, "INSERT", nil, orderImage("u2", "o1", "PLACED", 300, line{"p1", 1}, line{"p2", 2})))
 	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := len(out.Items), 2; got != want {
-		t.Fatalf("markers: got %d, want %d (one per counter item the record changed)", got, want)
+		t.Fatalf("markers: got %d, want %d (one per record)", got, want)
 	}
 	for _, m := range out.Items {
 		exp, ok := m["expiresAt"].(*types.AttributeValueMemberN)
@@ -644,7 +715,7 @@ func TestMarkersOutliveStreamRecords(t *testing.T) {
 			t.Fatalf("marker %v: no expiresAt number", m)
 		}
 		at, _ := strconv.ParseInt(exp.Value, 10, 64)
-		if min := start.Add(24 * time.Hour).Unix(); at <= min {
+		if min := start.Add(24*time.Hour + replayHorizon).Unix(); at <= min {
 			t.Errorf("marker expiresAt: got %d, want after %d", at, min)
 		}
 	}
