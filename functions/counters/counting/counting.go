@@ -23,6 +23,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/failures"
 )
 
 // Tables are the physical table names the handler reads and writes.
@@ -48,10 +49,10 @@ type Deps struct {
 }
 
 // DefaultMarkerTTL outlives every way a record can come again: a failed batch
-// is replayed from the failure bucket for 14 days after it failed, and its
-// records were then at most 24 h old (the mapping's maximum record age); the
-// extra hour covers clock skew.
-const DefaultMarkerTTL = 14*24*time.Hour + 25*time.Hour
+// is replayed from the failure bucket up to failures.ReplayHorizon after it
+// failed, and its records were then at most 24 h old (the mapping's maximum
+// record age); the extra hour covers clock skew.
+const DefaultMarkerTTL = failures.ReplayHorizon + 25*time.Hour
 
 // Handler is the counters Lambda.
 type Handler struct {

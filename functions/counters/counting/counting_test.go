@@ -22,12 +22,9 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 )
-
-// replayHorizon is how long after a batch failed it can be replayed from the
-// failure bucket.
-const replayHorizon = 14 * 24 * time.Hour
 
 type fixture struct {
 	t      testing.TB
@@ -715,8 +712,43 @@ func TestMarkersOutliveReplays(t *testing.T) {
 			t.Fatalf("marker %v: no expiresAt number", m)
 		}
 		at, _ := strconv.ParseInt(exp.Value, 10, 64)
-		if min := start.Add(24*time.Hour + replayHorizon).Unix(); at <= min {
+		if min := start.Add(24*time.Hour + failures.ReplayHorizon).Unix(); at <= min {
 			t.Errorf("marker expiresAt: got %d, want after %d", at, min)
 		}
+	}
+}
+
+// TestExpiredMarkersAreSweptAndChangeNothing: markers are bounded state; once
+// expired, TTL removes them (the counter-events table has no stream, so
+// nothing follows) and no counter moves.
+func TestExpiredMarkersAreSweptAndChangeNothing(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	past := time.Now().Add(-counting.DefaultMarkerTTL - time.Minute)
+	h := counting.New(counting.Deps{DB: f.db, Tables: f.tables, Now: func() time.Time { return past }})
+	if resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 300, line{"p1", 1}, line{"p2", 2})),
+	}}); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("handle: %v, %v", resp.BatchItemFailures, err)
+	}
+	before := f.snapshot(true)
+	if got := before["user u1"]["orderCount"]; got != 1 {
+		t.Fatalf("u1 orderCount: got %d, want 1 (the order applied with its marker)", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expired markers still there after 30 s: %v", out.Items)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if d := cmp.Diff(before, f.snapshot(true)); d != "" {
+		t.Errorf("counters after the markers expired (-before +after):\n%s", d)
 	}
 }
