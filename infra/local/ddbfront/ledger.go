@@ -257,11 +257,14 @@ func (l *ledger) pending() []*ledgerEntry {
 func (l *ledger) isSweep(streamArn, key, seq string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.bySeq[streamArn+"\x00"+seq] {
-		return true
-	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		// Checked on every turn: another reader of the same record (a second
+		// mapping on the stream, a concurrent lane) may have bound it while
+		// this one waited for the deletion's outcome.
+		if l.bySeq[streamArn+"\x00"+seq] {
+			return true
+		}
 		var candidate *ledgerEntry
 		waiting := false
 		for _, e := range l.byKey[streamArn+"\x00"+key] {
