@@ -104,14 +104,35 @@ type meter struct {
 	index    float64 // the part the indexes take
 	reported float64
 	calls    int
+	sizes    map[string]int // table/key → size of the item
 }
 
+// size returns an item's size: the one its last write through the meter left,
+// or read. Nothing else writes the items while the meter measures.
 func (m *meter) size(ctx context.Context, table *string, key map[string]types.AttributeValue) (int, error) {
+	id := aws.ToString(table) + "/" + fmt.Sprint(key)
+	m.mu.Lock()
+	n, ok := m.sizes[id]
+	m.mu.Unlock()
+	if ok {
+		return n, nil
+	}
 	out, err := m.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return 0, fmt.Errorf("size of %s item: %w", aws.ToString(table), err)
 	}
+	m.written(table, key, out.Item)
 	return itemSize(out.Item), nil
+}
+
+// written remembers the size of an item as a write left it.
+func (m *meter) written(table *string, key, item map[string]types.AttributeValue) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sizes == nil {
+		m.sizes = map[string]int{}
+	}
+	m.sizes[aws.ToString(table)+"/"+fmt.Sprint(key)] = itemSize(item)
 }
 
 // indexUnits is what the global secondary indexes of the table take for an
@@ -149,10 +170,12 @@ func (m *meter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 	for i, a := range in.TransactItems {
 		switch {
 		case a.Update != nil:
-			after, err := m.size(ctx, a.Update.TableName, a.Update.Key)
+			got, err := m.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: a.Update.TableName, Key: a.Update.Key, ConsistentRead: aws.Bool(true)})
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("size of %s item: %w", aws.ToString(a.Update.TableName), err)
 			}
+			m.written(a.Update.TableName, a.Update.Key, got.Item)
+			after := itemSize(got.Item)
 			ix := m.indexUnits(aws.ToString(a.Update.TableName), max(before[i], after))
 			units += writeUnits(max(before[i], after), true) + ix
 			index += ix
@@ -179,14 +202,13 @@ func (m *meter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, op
 		return nil, err
 	}
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	in.ReturnValues = types.ReturnValueAllNew
 	out, err := m.db.UpdateItem(ctx, in, opts...)
 	if err != nil {
 		return out, err
 	}
-	after, err := m.size(ctx, in.TableName, in.Key)
-	if err != nil {
-		return nil, err
-	}
+	m.written(in.TableName, in.Key, out.Attributes)
+	after := itemSize(out.Attributes)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ix := m.indexUnits(aws.ToString(in.TableName), max(before, after))

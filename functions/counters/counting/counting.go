@@ -1,7 +1,8 @@
 // Package counting keeps the denormalized counters of users and products exact
-// from the orders and reviews streams: each record's effect is applied to each
-// counter item exactly once however often Lambda delivers it, and each counter
-// item gets one write per batch (see docs/counters.md).
+// from the orders and reviews streams: each record is applied to all its counter
+// items at once, and exactly once however often Lambda delivers it, in
+// transactions that group a batch's records so that a counter item is written
+// once per group, not once per record (see docs/counters.md).
 package counting
 
 import (
