@@ -90,9 +90,9 @@ lint-templates: synth
 	cfn-lint --ignore-checks W3005 -- $(CDK_OUT)/*/*.template.json
 	cfn-lint -- template.yaml
 
-## deploy: cdk deploy one stage (STAGE=dev|prod, ALARM_EMAIL=... optional); needs AWS credentials
+## deploy: cdk deploy one stage (STAGE=dev|prod, ALARM_EMAIL=... and RESERVED_CONCURRENCY=none|fn=n,... optional); needs AWS credentials
 deploy: build
-	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) --require-approval broadening
+	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) --require-approval broadening
 
 ## invoke: run one function on an event against `make run`'s endpoints, no Docker (FN=api EVENT=events/x.json)
 invoke:

@@ -31,6 +31,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// An account whose concurrency quota is below the stage's reservations
+	// deploys with -c reservedConcurrency=none (or its own pairs).
+	if v := contextString(app, "reservedConcurrency", ""); v != "" {
+		if cfg.ReservedConcurrency, err = stack.ParseReservedConcurrency(v); err != nil {
+			return err
+		}
+	}
 	dist := contextString(app, "dist", "")
 	if dist == "" {
 		root, err := moduleRoot()

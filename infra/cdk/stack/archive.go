@@ -25,7 +25,10 @@ func (b *builder) archive() {
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
 	b.accessLogs = accessLogs
+	// Versioned: the archive is the only copy of an expired order, so an
+	// overwrite or a delete keeps the previous version for a year.
 	b.s.Archive = awss3.NewBucket(b.s.Stack, jsii.String("ArchiveBucket"), &awss3.BucketProps{
+		Versioned:              jsii.Bool(true),
 		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
 		EnforceSSL:             jsii.Bool(true),
 		MinimumTLSVersion:      jsii.Number(1.2),
@@ -45,8 +48,13 @@ func (b *builder) archive() {
 					TransitionAfter: awscdk.Duration_Days(jsii.Number(float64(b.cfg.ArchiveGlacierAfterDays))),
 				},
 			},
+			NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(ArchiveNoncurrentDays)),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 		}},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 	})
 }
+
+// ArchiveNoncurrentDays is how long a replaced or deleted archive object's
+// previous version is kept.
+const ArchiveNoncurrentDays = 365

@@ -6,6 +6,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
 
@@ -27,10 +29,27 @@ const (
 // monitoring declares an alarm topic, alarms on every failure mode the
 // operator must hear of, and one dashboard with the same metrics.
 func (b *builder) monitoring(email string) {
+	// A key of our own: CloudWatch cannot publish to a topic under the
+	// AWS-managed SNS key, whose policy nobody can change. This key lets
+	// CloudWatch alarms of this account use it for the topic, nothing else.
+	key := awskms.NewKey(b.s.Stack, jsii.String("AlarmTopicKey"), &awskms.KeyProps{
+		Description:       jsii.String("shopstream " + b.cfg.Stage + " alarm topic"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     b.cfg.RemovalPolicy(),
+	})
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.s.Stack.Account()}},
+	}), nil)
+	b.s.AlarmKey = key
 	topic := awssns.NewTopic(b.s.Stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
 		TopicName:  b.name("alarms"),
 		EnforceSSL: jsii.Bool(true),
+		MasterKey:  key,
 	})
+	b.s.AlarmTopic = topic
 	if email != "" {
 		awssns.NewSubscription(b.s.Stack, jsii.String("AlarmEmail"), &awssns.SubscriptionProps{
 			Topic:    topic,
@@ -123,6 +142,7 @@ func (b *builder) monitoring(email string) {
 		alarm(constructID(t.Name)+"Throttles", throttled, 1, 1, "DynamoDB throttled requests on "+t.Name)
 		ddbThrottles = append(ddbThrottles, throttled)
 	}
+	b.searchAlarms(action)
 	api5xx := b.api.api.MetricServerError(sum)
 	alarm("Api5xx", api5xx, api5xxAlarm, 1, "the HTTP API answered 5xx")
 	p99 := b.api.api.MetricLatency(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("p99")})
@@ -146,4 +166,51 @@ func (b *builder) monitoring(email string) {
 	dash.AddWidgets(graph("Stream iterator age (ms)", iterAge), graph("Records discarded, kept in the failure bucket", discarded))
 	dash.AddWidgets(graph("Records lost (dropped, destination delivery failures)", lost))
 	dash.AddWidgets(graph("DynamoDB throttled requests", ddbThrottles))
+}
+
+// searchAlarms declares AWS's recommended alarms for the OpenSearch domain
+// ("Recommended CloudWatch alarms for Amazon OpenSearch Service"): red
+// cluster, yellow cluster (only with two or more data nodes: one node can
+// never place a replica, yellow is its normal state), free storage under a
+// quarter of a node's volume, JVM memory pressure, blocked writes and failed
+// automated snapshots.
+func (b *builder) searchAlarms(action awscloudwatch.IAlarmAction) {
+	d := b.s.Search
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	opts := func(stat string, period awscdk.Duration) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Statistic: jsii.String(stat), Period: period}
+	}
+	type searchAlarm struct {
+		id        string
+		metric    awscloudwatch.Metric
+		op        awscloudwatch.ComparisonOperator
+		threshold float64
+		periods   float64
+		desc      string
+	}
+	gte := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	freeMiB := float64(b.cfg.Search.VolumeGiB) * 1024 / 4
+	alarms := []searchAlarm{
+		{"SearchClusterRed", d.MetricClusterStatusRed(opts("Maximum", minute)), gte, 1, 1, "search cluster red: a primary shard is not allocated; search and indexing fail for it"},
+		{"SearchFreeStorage", d.MetricFreeStorageSpace(opts("Minimum", minute)), awscloudwatch.ComparisonOperator_LESS_THAN_OR_EQUAL_TO_THRESHOLD, freeMiB, 1, "a search node has less than a quarter of its volume free"},
+		{"SearchJvmPressure", d.MetricJVMMemoryPressure(opts("Maximum", minute)), gte, 95, 3, "search JVM memory pressure at 95%: out-of-memory errors are near"},
+		{"SearchWritesBlocked", d.MetricClusterIndexWritesBlocked(opts("Maximum", awscdk.Duration_Minutes(jsii.Number(5)))), gte, 1, 1, "the search cluster blocks writes: the indexer's batches fail and go to the failure bucket"},
+		{"SearchSnapshotFailed", d.MetricAutomatedSnapshotFailure(opts("Maximum", minute)), gte, 1, 1, "an automated snapshot of the search domain failed"},
+	}
+	if b.cfg.Search.DataNodes >= 2 {
+		alarms = append(alarms, searchAlarm{"SearchClusterYellow", d.MetricClusterStatusYellow(opts("Maximum", minute)), gte, 1, 5, "search cluster yellow: a replica shard is not allocated"})
+	}
+	for _, a := range alarms {
+		al := awscloudwatch.NewAlarm(b.s.Stack, jsii.String(a.id+"Alarm"), &awscloudwatch.AlarmProps{
+			AlarmName:          b.name(a.id),
+			AlarmDescription:   jsii.String(a.desc),
+			Metric:             a.metric,
+			Threshold:          jsii.Number(a.threshold),
+			EvaluationPeriods:  jsii.Number(a.periods),
+			ComparisonOperator: a.op,
+			TreatMissingData:   awscloudwatch.TreatMissingData_MISSING,
+		})
+		al.AddAlarmAction(action)
+		al.AddOkAction(action)
+	}
 }

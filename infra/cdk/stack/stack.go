@@ -9,11 +9,13 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsopensearchservice"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -49,6 +51,9 @@ type Stack struct {
 	// Failures is the on-failure destination of every mapping.
 	Failures awss3.Bucket
 	Search   awsopensearchservice.Domain
+	// AlarmTopic receives every alarm, encrypted with AlarmKey.
+	AlarmTopic awssns.Topic
+	AlarmKey   awskms.Key
 	// CursorSecret signs the API's page cursors.
 	CursorSecret awssecretsmanager.Secret
 }

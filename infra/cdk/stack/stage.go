@@ -3,6 +3,8 @@ package stack
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -132,4 +134,37 @@ var stages = map[string]Config{
 		ArchiveInfrequentAfterDays: 30,
 		ArchiveGlacierAfterDays:    90,
 	},
+}
+
+// ParseReservedConcurrency reads the reservedConcurrency context setting:
+// "none" for no reservation at all (accounts whose concurrency quota is too
+// low for the stage's), or comma-separated function=count pairs
+// ("counters=20,stream-indexer=10,archiver=5") that replace the stage's.
+func ParseReservedConcurrency(s string) (map[string]int, error) {
+	out := map[string]int{}
+	if strings.TrimSpace(s) == "none" {
+		return out, nil
+	}
+	known := map[string]bool{}
+	for _, fn := range wiring.Functions() {
+		known[fn] = true
+	}
+	for _, pair := range strings.Split(s, ",") {
+		name, count, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return nil, fmt.Errorf("reservedConcurrency %q: want none or function=count pairs, got %q", s, pair)
+		}
+		if !known[name] {
+			return nil, fmt.Errorf("reservedConcurrency %q: unknown function %q, want one of %v", s, name, wiring.Functions())
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("reservedConcurrency %q: %s given twice", s, name)
+		}
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("reservedConcurrency %q: count of %s must be a whole number ≥ 0", s, name)
+		}
+		out[name] = n
+	}
+	return out, nil
 }

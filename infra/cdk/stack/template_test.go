@@ -274,6 +274,23 @@ func TestSAMEventSourcesMatchWiring(t *testing.T) {
 	}
 }
 
+// TestSAMArchiveMatchesCDK: template.yaml's archive bucket has the CDK
+// app's encryption, public access, versioning and lifecycle.
+func TestSAMArchiveMatchesCDK(t *testing.T) {
+	sam := loadSAM(t)
+	cdk := stages[stack.Dev]
+	r, ok := sam["Resources"].(map[string]any)["ArchiveBucket"].(map[string]any)
+	if !ok {
+		t.Fatal("no ArchiveBucket in template.yaml")
+	}
+	c := props(cdk.resources("AWS::S3::Bucket")[cdk.logicalID(cdk.stack.Archive)])
+	for _, k := range []string{"BucketEncryption", "PublicAccessBlockConfiguration", "VersioningConfiguration", "LifecycleConfiguration", "OwnershipControls"} {
+		if d := cmp.Diff(asJSON(t, c[k]), asJSON(t, props(r)[k])); d != "" {
+			t.Errorf("%s (-cdk +sam):\n%s", k, d)
+		}
+	}
+}
+
 // samFailureBucket is the logical id of the failure bucket in template.yaml.
 const samFailureBucket = "FailureBucket"
 

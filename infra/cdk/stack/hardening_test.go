@@ -1,0 +1,153 @@
+package stack_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// TestAlarmTopicEncrypted: the alarm topic is encrypted with a key of the
+// stack that rotates and that CloudWatch of this account may use, and every
+// alarm publishes to it.
+func TestAlarmTopicEncrypted(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		t.Run(name, func(t *testing.T) {
+			topicID := s.logicalID(s.stack.AlarmTopic)
+			keyID := s.logicalID(s.stack.AlarmKey)
+			topic := props(s.resources("AWS::SNS::Topic")[topicID])
+			if got := refs(topic["KmsMasterKeyId"]); !slices.Equal(got, []string{keyID}) {
+				t.Errorf("topic key %v, want %s", got, keyID)
+			}
+			key := props(s.resources("AWS::KMS::Key")[keyID])
+			if key["EnableKeyRotation"] != true {
+				t.Error("key rotation off")
+			}
+			var cloudwatch bool
+			for _, st := range key["KeyPolicy"].(map[string]any)["Statement"].([]any) {
+				st := st.(map[string]any)
+				if fmt.Sprint(st["Principal"]) == fmt.Sprint(map[string]any{"Service": "cloudwatch.amazonaws.com"}) {
+					cloudwatch = true
+					if d := cmp.Diff([]string{"kms:Decrypt", "kms:GenerateDataKey*"}, sorted(strs(st["Action"]))); d != "" {
+						t.Errorf("cloudwatch's key actions (-want +got):\n%s", d)
+					}
+					if !strings.Contains(fmt.Sprint(st["Condition"]), "aws:SourceAccount") {
+						t.Errorf("cloudwatch's use of the key not bound to the account: %v", st["Condition"])
+					}
+				}
+			}
+			if !cloudwatch {
+				t.Error("CloudWatch may not use the topic's key: alarms could not publish")
+			}
+			for id, a := range s.resources("AWS::CloudWatch::Alarm") {
+				if got := refs(props(a)["AlarmActions"]); !slices.Equal(got, []string{topicID}) {
+					t.Errorf("alarm %s acts on %v, want the topic", id, got)
+				}
+			}
+		})
+	}
+}
+
+// TestSearchAlarms: AWS's recommended OpenSearch alarms, with its
+// statistics, periods and thresholds; yellow only where a replica can be
+// placed.
+func TestSearchAlarms(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		cfg, _ := stack.StageConfig(name)
+		t.Run(name, func(t *testing.T) {
+			got := map[string]string{}
+			for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+				p := props(a)
+				if p["Namespace"] != "AWS/ES" {
+					continue
+				}
+				got[p["MetricName"].(string)] = fmt.Sprint(p["Statistic"], " ", p["Period"], " ", p["ComparisonOperator"], " ", p["Threshold"], " ", p["EvaluationPeriods"])
+				dims := fmt.Sprint(p["Dimensions"])
+				if !strings.Contains(dims, "DomainName") || !strings.Contains(dims, "ClientId") {
+					t.Errorf("%s: dimensions %s, want DomainName and ClientId", p["MetricName"], dims)
+				}
+			}
+			gte := "GreaterThanOrEqualToThreshold"
+			want := map[string]string{
+				"ClusterStatus.red":         "Maximum 60 " + gte + " 1 1",
+				"FreeStorageSpace":          fmt.Sprint("Minimum 60 LessThanOrEqualToThreshold ", cfg.Search.VolumeGiB*1024/4, " 1"),
+				"JVMMemoryPressure":         "Maximum 60 " + gte + " 95 3",
+				"ClusterIndexWritesBlocked": "Maximum 300 " + gte + " 1 1",
+				"AutomatedSnapshotFailure":  "Maximum 60 " + gte + " 1 1",
+			}
+			if cfg.Search.DataNodes >= 2 {
+				want["ClusterStatus.yellow"] = "Maximum 60 " + gte + " 1 5"
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("search alarms (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestArchiveVersioned: the archive keeps a replaced or deleted object's
+// previous version for ArchiveNoncurrentDays.
+func TestArchiveVersioned(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		p := props(s.resources("AWS::S3::Bucket")[s.logicalID(s.stack.Archive)])
+		if got := fmt.Sprint(p["VersioningConfiguration"]); got != "map[Status:Enabled]" {
+			t.Errorf("%s: versioning %s, want Enabled", name, got)
+		}
+		rules := p["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
+		var kept []any
+		for _, r := range rules {
+			if nc, ok := r.(map[string]any)["NoncurrentVersionExpiration"].(map[string]any); ok {
+				kept = append(kept, nc["NoncurrentDays"])
+			}
+			if exp, ok := r.(map[string]any)["ExpirationInDays"]; ok {
+				t.Errorf("%s: archive objects expire after %v days, want never", name, exp)
+			}
+		}
+		if d := cmp.Diff([]any{float64(stack.ArchiveNoncurrentDays)}, kept); d != "" {
+			t.Errorf("%s: noncurrent versions kept (-want +got):\n%s", name, d)
+		}
+	}
+}
+
+func TestParseReservedConcurrency(t *testing.T) {
+	prod, _ := stack.StageConfig(stack.Prod)
+	if len(prod.ReservedConcurrency) == 0 {
+		t.Fatal("prod reserves no concurrency, want the stream processors' reservation by default")
+	}
+	for _, tc := range []struct {
+		in   string
+		want map[string]int
+		err  string
+	}{
+		{in: "none", want: map[string]int{}},
+		{in: "counters=2, archiver=0", want: map[string]int{wiring.Counters: 2, wiring.Archiver: 0}},
+		{in: "counters", err: "function=count"},
+		{in: "nope=1", err: "unknown function"},
+		{in: "counters=-1", err: "whole number"},
+		{in: "counters=1,counters=2", err: "twice"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := stack.ParseReservedConcurrency(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, %v, want an error containing %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
