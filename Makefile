@@ -14,7 +14,7 @@ PKGS := ./...
 run: ddb-local
 	$(GO) run ./infra/local
 
-## test: formatting, vet, race tests against the local stack, CDK and template checks, a short fuzz run
+## test: formatting, vet, race tests against the local stack, CDK and template checks, short fuzz runs (one worker for the paths fuzzer: each worker starts its own local stack)
 # The tests get a TMPDIR of their own, removed after: the jsii runtime behind the
 # CDK tests unpacks itself there and is not closed (see infra/cdk/stack TestMain).
 test: ddb-local fmt-check vet
@@ -22,6 +22,7 @@ test: ddb-local fmt-check vet
 	  echo "TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m $(PKGS)" && \
 	  TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m $(PKGS)
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime 10s ./functions/api/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestPaths$$' -fuzztime 10s -parallel 1 ./functions/api/httpapi
 
 vet:
 	$(GO) vet $(PKGS)

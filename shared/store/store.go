@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,7 +166,11 @@ func unavailable(err error) error {
 }
 
 // classify turns throttling, service failures and timeouts into
-// errcode.Unavailable; other errors pass as they are.
+// errcode.Unavailable, and a ValidationException about the size or emptiness
+// of a value the request supplied (a key over DynamoDB's 2048/1024-byte
+// limits, an empty key, an item over 400 KB) into errcode.Invalid; other
+// errors pass as they are (a ValidationException about an expression is a
+// bug, and stays an internal error).
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -176,12 +181,36 @@ func classify(err error) error {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
 			"InternalServerError", "ServiceUnavailable", "LimitExceededException":
 			return unavailable(err)
+		case "ValidationException":
+			if requestShaped(ae.ErrorMessage()) {
+				return &errcode.Error{
+					Code: errcode.Invalid, Message: "the request names a value the database cannot hold",
+					Fields: []errcode.FieldError{{Field: "", Message: "a value is too large or empty"}}, Err: err,
+				}
+			}
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return unavailable(err)
 	}
 	return err
+}
+
+// requestShaped reports a ValidationException message about the size or
+// emptiness of a value (DynamoDB's wording, as AWS and DynamoDB Local give it).
+func requestShaped(msg string) bool {
+	for _, m := range []string{
+		"primary key values must be under", // key over 2048 (partition) / 1024 (sort) bytes
+		"exceeded the maximum size limit",  // the same, as AWS words it
+		"cannot contain an empty string",   // empty key value
+		"Item size has exceeded",           // item over 400 KB
+		"Item size to update has exceeded", // the same, for an update
+	} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // isConditionFailed reports a failed ConditionExpression of a single-item write.

@@ -141,14 +141,14 @@ func toRequest(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (*http.Re
 	if ev.IsBase64Encoded {
 		var err error
 		if body, err = base64.StdEncoding.DecodeString(ev.Body); err != nil {
-			return nil, errcode.Errorf(errcode.Invalid, "the body is not valid base64")
+			return nil, invalid("", "the body is not valid base64 (isBase64Encoded is set)")
 		}
 	}
 	if len(body) > MaxBodyBytes {
 		return nil, tooLarge()
 	}
 	u, err := url.Parse(path)
-	if err != nil || !strings.HasPrefix(u.Path, "/") {
+	if err != nil || !strings.HasPrefix(u.Path, "/") || !cleanPath(u.Path) {
 		return nil, errcode.Errorf(errcode.NotFound, "no route for path %q", path)
 	}
 	u.RawQuery = ev.RawQueryString
@@ -165,6 +165,18 @@ func toRequest(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (*http.Re
 	}
 	r.RemoteAddr = ev.RequestContext.HTTP.SourceIP
 	return r, nil
+}
+
+// cleanPath reports a path without empty, "." or ".." segments (decoded, so
+// "%2e%2e" counts). ServeMux would answer any other path with a redirect to
+// its cleaned form, which names another resource than the one asked for.
+func cleanPath(p string) bool {
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 func tooLarge() error {

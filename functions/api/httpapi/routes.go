@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strings"
 
+	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/routes"
+	"github.com/shopstream/shopstream/shared/ulid"
+	"github.com/shopstream/shopstream/shared/users"
 )
 
 // Route is one declared route with the handler that serves it.
@@ -80,10 +84,31 @@ func (h *Handler) guard(rt Route) http.Handler {
 			h.fail(r.Context(), w, err)
 			return
 		}
+		if err := checkIDs(r); err != nil {
+			h.fail(r.Context(), w, err)
+			return
+		}
 		if err := rt.serve(w, r); err != nil {
 			h.fail(r.Context(), w, err)
 		}
 	})
+}
+
+// checkIDs answers 404 for a path id that no resource can have, before any
+// DynamoDB call: product and order ids are ULIDs the API generated, user ids
+// are tokens' subs (users.ValidID). DynamoDB refuses keys over 2048 (partition)
+// or 1024 (sort) bytes with a ValidationException; such an id must never reach
+// it. Codes: NotFound.
+func checkIDs(r *http.Request) error {
+	for _, name := range []string{"productId", "orderId"} {
+		if v := r.PathValue(name); v != "" && !ulid.Valid(v) {
+			return errcode.Errorf(errcode.NotFound, "no %s %.40q", strings.TrimSuffix(name, "Id"), v)
+		}
+	}
+	if v := r.PathValue("userId"); v != "" && !users.ValidID(v) {
+		return errcode.Errorf(errcode.NotFound, "no user %.40q", v)
+	}
+	return nil
 }
 
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) error {

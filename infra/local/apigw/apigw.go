@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,14 @@ type Config struct {
 const maxBody = 10 << 20
 
 type gateway struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg    Config
+	routes []compiled
+}
+
+// compiled is a declared route split into its path segments.
+type compiled struct {
+	rt   routes.Route
+	segs []string
 }
 
 // New returns the gateway as an http.Handler.
@@ -54,19 +61,63 @@ func New(cfg Config) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &gateway{cfg: cfg, mux: http.NewServeMux()}
+	g := &gateway{cfg: cfg}
 	for _, rt := range cfg.Routes {
-		g.mux.Handle(rt.Pattern(), g.route(rt))
+		g.routes = append(g.routes, compiled{rt: rt, segs: strings.Split(strings.TrimPrefix(rt.Path, "/"), "/")})
 	}
 	return g
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := g.mux.Handler(r); pattern == "" {
+	rt, params, ok := g.match(r)
+	if !ok {
 		gatewayError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	g.mux.ServeHTTP(w, r)
+	g.serve(w, r, rt, params)
+}
+
+// match finds the declared route of the request as API Gateway does: by
+// method (HEAD is not GET) and segment by segment on the path as sent, never
+// cleaned, so nothing is redirected. A {name} segment takes any non-empty
+// segment, "." and ".." included (the function then answers for them); a
+// path that no route matches, an empty segment where a route has a
+// parameter for instance, is the gateway's own 404.
+func (g *gateway) match(r *http.Request) (routes.Route, map[string]string, bool) {
+	raw := r.URL.EscapedPath()
+	if !strings.HasPrefix(raw, "/") {
+		return routes.Route{}, nil, false
+	}
+	parts := strings.Split(raw[1:], "/")
+	segs := make([]string, len(parts))
+	for i, p := range parts {
+		seg, err := url.PathUnescape(p)
+		if err != nil {
+			return routes.Route{}, nil, false
+		}
+		segs[i] = seg
+	}
+next:
+	for _, c := range g.routes {
+		if c.rt.Method != r.Method || len(c.segs) != len(segs) {
+			continue
+		}
+		var params map[string]string
+		for i, want := range c.segs {
+			name, isParam := strings.CutPrefix(want, "{")
+			switch {
+			case isParam && segs[i] != "":
+				if params == nil {
+					params = map[string]string{}
+				}
+				params[strings.TrimSuffix(name, "}")] = segs[i]
+			case isParam || want != segs[i]:
+				continue next
+			}
+		}
+		return c.rt, params, true
+	}
+	return routes.Route{}, nil, false
 }
 
 func gatewayError(w http.ResponseWriter, status int, msg string) {
@@ -82,43 +133,36 @@ func requestID() string {
 	return base64.RawStdEncoding.EncodeToString(b) + "="
 }
 
-func (g *gateway) route(rt routes.Route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The mux also routes a GET pattern for HEAD; API Gateway does not.
-		if r.Method != rt.Method {
-			gatewayError(w, http.StatusNotFound, "Not Found")
+func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route, params map[string]string) {
+	// Only guarded routes have the JWT authorizer: a public route's event
+	// carries no claims even when the request has a token.
+	var claims map[string]string
+	if rt.NeedsToken() {
+		c, ok := g.claims(r)
+		if !ok {
+			gatewayError(w, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
-		// Only guarded routes have the JWT authorizer: a public route's event
-		// carries no claims even when the request has a token.
-		var claims map[string]string
-		if rt.NeedsToken() {
-			c, ok := g.claims(r)
-			if !ok {
-				gatewayError(w, http.StatusUnauthorized, "Unauthorized")
-				return
-			}
-			claims = c
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil {
-			gatewayError(w, http.StatusBadRequest, "Bad Request")
-			return
-		}
-		if len(body) > maxBody {
-			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
-			return
-		}
-		ev := g.event(r, rt, body, claims)
-		resp, err := g.cfg.Handler.Handle(r.Context(), ev)
-		if err != nil {
-			g.cfg.Logger.ErrorContext(r.Context(), "handler failed", "requestId", ev.RequestContext.RequestID, "err", err.Error())
-			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
-			return
-		}
-		w.Header().Set("Apigw-Requestid", ev.RequestContext.RequestID)
-		writeResponse(w, resp)
-	})
+		claims = c
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		gatewayError(w, http.StatusBadRequest, "Bad Request")
+		return
+	}
+	if len(body) > maxBody {
+		gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+		return
+	}
+	ev := g.event(r, rt, params, body, claims)
+	resp, err := g.cfg.Handler.Handle(r.Context(), ev)
+	if err != nil {
+		g.cfg.Logger.ErrorContext(r.Context(), "handler failed", "requestId", ev.RequestContext.RequestID, "err", err.Error())
+		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	w.Header().Set("Apigw-Requestid", ev.RequestContext.RequestID)
+	writeResponse(w, resp)
 }
 
 // claims returns the verified token's claims, if the request carries one.
@@ -135,7 +179,7 @@ func (g *gateway) claims(r *http.Request) (map[string]string, bool) {
 	return c, true
 }
 
-func (g *gateway) event(r *http.Request, rt routes.Route, body []byte, claims map[string]string) events.APIGatewayV2HTTPRequest {
+func (g *gateway) event(r *http.Request, rt routes.Route, params map[string]string, body []byte, claims map[string]string) events.APIGatewayV2HTTPRequest {
 	now := g.cfg.Now()
 	headers := map[string]string{}
 	var cookies []string
@@ -172,16 +216,6 @@ func (g *gateway) event(r *http.Request, rt routes.Route, body []byte, claims ma
 		query = map[string]string{}
 		for k, vs := range q {
 			query[k] = strings.Join(vs, ",")
-		}
-	}
-	var params map[string]string
-	for _, seg := range strings.Split(rt.Path, "/") {
-		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
-			if params == nil {
-				params = map[string]string{}
-			}
-			name := seg[1 : len(seg)-1]
-			params[name] = r.PathValue(name)
 		}
 	}
 	ev := events.APIGatewayV2HTTPRequest{

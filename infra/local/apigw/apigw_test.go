@@ -236,3 +236,62 @@ func TestTokenEmailClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestPathsAsSent: the gateway matches routes on the path as sent, never
+// cleaned and never redirected (ServeMux answered "/users/u1/./cart" with a
+// redirect to "/users/u1/cart"). A route whose parameter segment is "." or
+// ".." reaches the function with the path as it is; a path that matches no
+// route (an empty segment, a dot where a literal segment belongs) is the
+// gateway's own 404.
+func TestPathsAsSent(t *testing.T) {
+	rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 404, Body: `{"type":"not-found"}`}}
+	srv := serve(t, rec)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		path      string
+		toHandler bool
+		param     string
+	}{
+		{"/products/./reviews", true, "."},
+		{"/products/..", true, ".."},
+		{"/products/%2e%2e", true, ".."},
+		{"/products//reviews", false, ""},
+		{"/products/", false, ""},
+		{"/healthz/", false, ""},
+		{"//healthz", false, ""},
+		{"/products/p1/./reviews", false, ""},
+		{"/products/p1/reviews/..", false, ""}, // PUT and DELETE only
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			rec.got = events.APIGatewayV2HTTPRequest{}
+			req, _ := http.NewRequest("GET", srv.URL+tc.path, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 404 || resp.Header.Get("Location") != "" {
+				t.Fatalf("got %d (Location %q) %s, want 404 and no redirect", resp.StatusCode, resp.Header.Get("Location"), b)
+			}
+			switch {
+			case tc.toHandler && rec.got.RawPath != tc.path:
+				t.Errorf("got rawPath %q at the function, want %q as sent", rec.got.RawPath, tc.path)
+			case tc.toHandler && !strings.Contains(string(b), "not-found"):
+				t.Errorf("got %s, want the function's answer", b)
+			case tc.toHandler:
+				var got string
+				for _, v := range rec.got.PathParameters {
+					got = v
+				}
+				if got != tc.param && rec.got.PathParameters["userId"] != tc.param {
+					t.Errorf("got path parameters %v, want one of them %q", rec.got.PathParameters, tc.param)
+				}
+			case !tc.toHandler && string(b) != `{"message":"Not Found"}`:
+				t.Errorf("got %s, want the gateway's own 404", b)
+			case !tc.toHandler && rec.got.RawPath != "":
+				t.Errorf("the function got %q, want nothing", rec.got.RawPath)
+			}
+		})
+	}
+}
