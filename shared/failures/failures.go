@@ -371,11 +371,6 @@ func RemainderKey(k Key, sequenceNumbers []string) Key {
 		ID: uuidFrom("remainder of " + k.String() + " " + strings.Join(sequenceNumbers, ","))}
 }
 
-// MarkerTTL is how long the counters keep a record's dedupe marker: longer
-// than any failure object can be replayed (ReplayHorizon, after the object
-// was written up to a day after its records, MaximumRecordAgeInSeconds being
-// 24 h), plus an hour for clocks and the replay itself (docs/counters.md).
-const MarkerTTL = ReplayHorizon + 25*time.Hour
 
 func uuidFrom(s string) string {
 	sum := sha1.Sum([]byte(s))

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -53,7 +54,8 @@ type Config struct {
 	Mapping string
 	// CounterRecordAge is the age past which a counters record is not
 	// replayed: its dedupe markers may be gone, and a replay could count it
-	// twice. Default failures.MarkerTTL less an hour.
+	// twice. Default counting.DefaultMarkerTTL less an hour (clocks, and the
+	// time between a marker's write and its record's creation).
 	CounterRecordAge time.Duration
 	// Retries is how often a failing part of a batch is retried (default 2:
 	// the mapping has already retried it).
@@ -88,7 +90,7 @@ type Result struct {
 // or an object could not be replayed; the report says which.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.CounterRecordAge == 0 {
-		cfg.CounterRecordAge = failures.MarkerTTL - time.Hour
+		cfg.CounterRecordAge = counting.DefaultMarkerTTL - time.Hour
 	}
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
