@@ -54,8 +54,8 @@ type Config struct {
 	Mapping string
 	// CounterRecordAge is the age past which a counters record is not
 	// replayed: its dedupe markers may be gone, and a replay could count it
-	// twice. Default counting.DefaultMarkerTTL less an hour (clocks, and the
-	// time between a marker's write and its record's creation).
+	// twice. Default counting.DefaultMarkerTTL less an hour, for clocks that
+	// differ and for the replay's own duration.
 	CounterRecordAge time.Duration
 	// Retries is how often a failing part of a batch is retried (default 2:
 	// the mapping has already retried it).
