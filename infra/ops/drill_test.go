@@ -139,7 +139,8 @@ func (d *drill) objects(prefix string) []string {
 	return keys
 }
 
-// failed returns the failure objects by mapping name, parsed.
+// failed returns the failure objects by mapping name, parsed; objects that
+// are no failure records are left out.
 func (d *drill) failed() map[string][]failures.Object {
 	d.t.Helper()
 	byID := map[string]string{}
@@ -150,11 +151,11 @@ func (d *drill) failed() map[string][]failures.Object {
 	for _, key := range d.objects(failures.Prefix) {
 		k, err := failures.ParseKey(key)
 		if err != nil {
-			d.t.Fatalf("key %s: %v", key, err)
+			continue
 		}
 		o, err := failures.Parse(d.get(d.sys.FailureBucket, key))
 		if err != nil {
-			d.t.Fatalf("object %s: %v", key, err)
+			continue
 		}
 		out[byID[k.MappingID]] = append(out[byID[k.MappingID]], o)
 	}

@@ -395,8 +395,11 @@ type attempt struct {
 // drive hands the records to the function as the mapping does: a partial
 // batch response marks the records before the lowest failed one done and
 // retries the rest as it is; a function error splits the batch in two
-// (bisection spends no retry); a part that still fails after the retries is
-// what failed.
+// (bisection spends no retry). When a part's retries are spent, the mapping
+// gives up on all of it, from the lowest failed record on, because it must
+// keep the stream's order. A replay need not (docs/operations.md): the
+// records the function's last answer did not name are tried again on their
+// own, so that only the records that fail themselves remain.
 func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoDBEventRecord) driven {
 	var d driven
 	queue := []attempt{{recs: recs}}
@@ -408,12 +411,13 @@ func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoD
 		resp, err := r.cfg.Invoker.Invoke(ctx, m.Function, events.DynamoDBEvent{Records: a.recs})
 		d.invocations++
 		first := -1
+		var named map[string]bool
 		if err != nil {
 			first = 0
 			d.functionError, d.reason = "Unhandled", err.Error()
 			r.cfg.Logger.Warn("replayed batch failed", "mapping", m.Name, "count", len(a.recs), "err", err.Error())
 		} else if m.ReportBatchItemFailures && len(resp.BatchItemFailures) > 0 {
-			first = firstFailed(a.recs, resp.BatchItemFailures)
+			first, named = firstFailed(a.recs, resp.BatchItemFailures)
 			d.functionError, d.reason = "", "partial batch response"
 		}
 		if first < 0 {
@@ -426,24 +430,44 @@ func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoD
 			queue = append([]attempt{{recs: rest[:half], retries: a.retries}, {recs: rest[half:], retries: a.retries}}, queue[1:]...)
 			continue
 		}
-		if a.retries >= r.cfg.Retries {
-			d.failed = append(d.failed, rest...)
-			queue = queue[1:]
+		if a.retries < r.cfg.Retries {
+			queue[0] = attempt{recs: rest, retries: a.retries + 1}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond << a.retries):
+			}
 			continue
 		}
-		queue[0] = attempt{recs: rest, retries: a.retries + 1}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond << a.retries):
+		queue = queue[1:]
+		var others []events.DynamoDBEventRecord
+		for _, rec := range rest {
+			if named != nil && !named[rec.Change.SequenceNumber] {
+				others = append(others, rec)
+			} else {
+				d.failed = append(d.failed, rec)
+			}
+		}
+		if len(others) > 0 {
+			queue = append([]attempt{{recs: others}}, queue...)
 		}
 	}
+	// The remainder keeps the batch's order.
+	pos := make(map[string]int, len(recs))
+	for i, rec := range recs {
+		pos[rec.Change.SequenceNumber] = i
+	}
+	sort.SliceStable(d.failed, func(i, j int) bool {
+		return pos[d.failed[i].Change.SequenceNumber] < pos[d.failed[j].Change.SequenceNumber]
+	})
 	return d
 }
 
-// firstFailed returns the index of the lowest failed record; an identifier
-// that names no record of the batch fails it whole, as on Lambda.
-func firstFailed(recs []events.DynamoDBEventRecord, fs []events.DynamoDBBatchItemFailure) int {
+// firstFailed returns the index of the lowest failed record and the
+// sequence numbers the answer names; an identifier that names no record of
+// the batch fails it whole, as on Lambda (nil names).
+func firstFailed(recs []events.DynamoDBEventRecord, fs []events.DynamoDBBatchItemFailure) (int, map[string]bool) {
 	first := -1
+	named := map[string]bool{}
 	for _, f := range fs {
 		idx := -1
 		for i, rec := range recs {
@@ -453,11 +477,12 @@ func firstFailed(recs []events.DynamoDBEventRecord, fs []events.DynamoDBBatchIte
 			}
 		}
 		if idx < 0 {
-			return 0
+			return 0, nil
 		}
+		named[f.ItemIdentifier] = true
 		if first < 0 || idx < first {
 			first = idx
 		}
 	}
-	return first
+	return first, named
 }

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/ops/replay"
+	"github.com/shopstream/shopstream/infra/ops/target"
+	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/orders"
+	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// putItem writes an item straight into a table, as no API would.
+func (d *drill) putItem(table string, item any) {
+	d.t.Helper()
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if _, err := d.sys.DynamoDB().PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(d.prefix + table), Item: av}); err != nil {
+		d.t.Fatalf("put into %s: %v", table, err)
+	}
+}
+
+// lambdaAPI is Lambda's Invoke API in front of the system's in-process
+// handlers, so the stage's code path (the SDK's lambda:Invoke, function
+// errors in X-Amz-Function-Error) runs against the local stack.
+func lambdaAPI(t *testing.T, handlers replay.Handlers) *lambda.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := strings.CutPrefix(r.URL.Path, "/2015-03-31/functions/deployed-")
+		name, _, _ = strings.Cut(name, "/")
+		var ev events.DynamoDBEvent
+		body, _ := io.ReadAll(r.Body)
+		if !ok || r.Method != "POST" || json.Unmarshal(body, &ev) != nil {
+			http.Error(w, `{"message":"bad invoke"}`, http.StatusBadRequest)
+			return
+		}
+		resp, err := handlers.Invoke(r.Context(), name, ev)
+		if err != nil {
+			w.Header().Set("X-Amz-Function-Error", "Unhandled")
+			json.NewEncoder(w).Encode(map[string]string{"errorMessage": err.Error(), "errorType": "errorString"})
+			return
+		}
+		json.NewEncoder(w).Encode(resp)
+	}))
+	t.Cleanup(srv.Close)
+	return lambda.NewFromConfig(stack.AWSConfig(), func(o *lambda.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+}
+
+// TestDrillPoisonStaysReportedWhileTheRestFlows: a review the counters can
+// never apply sits between two good ones. The good ones flow; the poison
+// alone lands in the failure bucket. Next to it lie objects that are no
+// failure records (a note, a truncated object, a key of another layout, an
+// object of a mapping this stage does not have). A replay reports each of
+// those and skips it, replays the poison, which fails again, keeps it in a
+// new object for the next run, and exits 1; a second replay, through
+// lambda:Invoke this time, does the same to that object. Nothing crashes and
+// the good reviews are counted once.
+func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
+	d := startDrill(t, drillOptions{})
+	for _, u := range []string{"u1", "u2", "u3"} {
+		d.api(201, "POST", "/users", u, map[string]any{"name": u}, nil)
+	}
+	var p product
+	d.api(201, "POST", "/products", "admin", map[string]any{"name": "Kettle", "description": "Boils", "category": "kitchen", "priceCents": 1000, "stock": 10}, &p)
+	d.api(201, "PUT", "/products/"+p.ProductID+"/reviews/u1", "u1", map[string]any{"rating": 5, "title": "Fast", "body": "Boils fast"}, nil)
+	d.putItem(tables.Reviews, map[string]any{"productId": p.ProductID, "userId": "u2", "rating": "four", "title": "Odd", "body": "Rated in words", "version": 1})
+	d.api(201, "PUT", "/products/"+p.ProductID+"/reviews/u3", "u3", map[string]any{"rating": 3, "title": "Loud", "body": "Whistles"}, nil)
+	eventually(t, "the poison in the failure bucket", func() string {
+		if len(d.failed()["reviews-counters"]) == 0 {
+			return "no failure object of reviews-counters"
+		}
+		return ""
+	})
+	d.settle()
+	// The object holds the poison first; what follows it in its batch was
+	// applied before the batch was given up on (the mapping retries from the
+	// lowest failed record).
+	poison := d.failed()["reviews-counters"]
+	if len(poison) != 1 || poison[0].Payload.Records[0].Change.Keys["userId"].String() != "u2" {
+		t.Fatalf("failure objects: got %+v, want one starting with the poison", poison)
+	}
+	n := len(poison[0].Payload.Records)
+	counted := func() string {
+		var got product
+		d.api(200, "GET", "/products/"+p.ProductID, "", nil, &got)
+		var u3 user
+		d.api(200, "GET", "/users/u3", "u3", nil, &u3)
+		if got.ReviewCount != 2 || got.RatingAverage == nil || *got.RatingAverage != 4 || u3.ReviewCount != 1 {
+			return "reviews around the poison: got product " + string(mustJSON(got)) + ", u3 " + string(mustJSON(u3)) + "; want 2 reviews, average 4, u3 1"
+		}
+		return ""
+	}
+	eventually(t, "the records after the poison flowed", counted)
+
+	// Objects that are no failure records.
+	bucket := d.sys.FailureBucket
+	id := failures.LocalMappingID("reviews-counters")
+	d.put(bucket, "notes/incident-42.txt", []byte("the bucket is no notebook"))
+	truncated := failures.NewKey(id, "shardId-1", time.Now()).String()
+	d.put(bucket, truncated, []byte(`{"requestContext":{"requestId":"x","functionArn":"arn:aws:lambda:us-east-1:0:function:counters"`))
+	d.put(bucket, failures.Prefix+id+"/README.json", []byte(`{}`))
+	body, err := poison[0].Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := failures.NewKey(failures.LocalMappingID("a-mapping-of-another-stage"), poison[0].Batch.ShardID, time.Now()).String()
+	d.put(bucket, stranger, body)
+
+	code, out := d.replay()
+	if code != 1 {
+		t.Errorf("replay: exit %d, want 1", code)
+	}
+	for _, want := range []string{
+		"foreign  -                 notes/incident-42.txt",
+		"skipped  reviews-counters  " + truncated + "  " + failures.ErrMalformed.Error(),
+		"skipped  -                 " + failures.Prefix + id + "/README.json",
+		"skipped  -                 " + stranger + "  no mapping of this stage",
+		"failing  reviews-counters",
+		fmt.Sprintf("%d records: %d succeeded, 1 still failing (partial batch response), kept in %s", n, n-1, failures.Prefix+id),
+		fmt.Sprintf("%d records, %d succeeded, 1 still failing; 3 skipped", n, n-1),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay output lacks %q", want)
+		}
+	}
+	remainders := func() []failures.Object {
+		var rs []failures.Object
+		for _, o := range d.failed()["reviews-counters"] {
+			if o.RequestContext.FunctionArn == poison[0].RequestContext.FunctionArn && o.Timestamp.After(poison[0].Timestamp) {
+				rs = append(rs, o)
+			}
+		}
+		return rs
+	}
+	if rs := remainders(); len(rs) != 1 || len(rs[0].Payload.Records) != 1 || rs[0].Payload.Records[0].EventID != poison[0].Payload.Records[0].EventID {
+		t.Errorf("remainder objects: got %+v, want one holding the poison", rs)
+	}
+	if msg := counted(); msg != "" {
+		t.Error(msg)
+	}
+
+	// Next run, through lambda:Invoke: the remainder is replayed and kept again.
+	tg, err := target.Resolve(context.Background(), d.getenv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := invoker(tg, env{logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, fn := range wiring.Functions() {
+		names[fn] = "deployed-" + fn
+	}
+	var report strings.Builder
+	res, err := replay.Run(context.Background(), replay.Config{Store: d.s3, Bucket: bucket, Target: tg, Out: &report,
+		Invoker: &replay.Lambda{Client: lambdaAPI(t, inv.(replay.Handlers)), Names: names}})
+	t.Logf("replay through lambda:Invoke:\n%s", report.String())
+	if !errors.Is(err, target.ErrIncomplete) || res.Replayed != 1 || res.Failed != 1 || res.Skipped != 3 || res.Foreign != 1 {
+		t.Errorf("second replay: got %+v, %v; want the remainder replayed, still failing, the 3 bad objects skipped", res, err)
+	}
+	if rs := remainders(); len(rs) != 2 {
+		t.Errorf("remainder objects after the second run: got %d, want 2", len(rs))
+	}
+	if msg := counted(); msg != "" {
+		t.Error(msg)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// TestCounterReplayAfterTheMarkersExpiredIsRefused: with markers that live
+// 2 s, a batch is given up on after one of its records was applied (a
+// malformed order before it fails the batch's remainder, which holds it).
+// Once the markers are gone, replaying that batch would count the good order
+// twice: the replay refuses it, reports it with the way out (make audit
+// REPAIR=1), leaves it in the bucket and exits 1; the counters are unchanged.
+// Invoking the counters on the batch anyway, as a replay without the check
+// would, shows what was avoided: the order counted twice.
+func TestCounterReplayAfterTheMarkersExpiredIsRefused(t *testing.T) {
+	const markerTTL = 2 * time.Second
+	d := startDrill(t, drillOptions{counterMarkerTTL: markerTTL})
+	d.api(201, "POST", "/users", "u1", map[string]any{"name": "U1"}, nil)
+	var p product
+	d.api(201, "POST", "/products", "admin", map[string]any{"name": "Kettle", "description": "Boils", "category": "kitchen", "priceCents": 1000, "stock": 10}, &p)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	d.putItem(tables.Orders, map[string]any{"userId": "u1", "orderId": "01BADBADBADBADBADBADBADBAD", "status": "PLACED", "totalCents": 1000, "version": 1, "createdAt": now})
+	d.putItem(tables.Orders, orders.Order{UserID: "u1", OrderID: "01GOODGOODGOODGOODGOODGOOD", Status: "PLACED", TotalCents: 2000, Version: 1, CreatedAt: now, UpdatedAt: now,
+		Lines: []orders.Line{{ProductID: p.ProductID, ProductName: "Kettle", UnitPriceCents: 1000, Quantity: 2}}})
+	eventually(t, "the batch given up on", func() string {
+		if len(d.failed()["orders-counters"]) == 0 {
+			return "no failure object of orders-counters"
+		}
+		return ""
+	})
+	d.settle()
+	objs := d.failed()["orders-counters"]
+	if len(objs) != 1 || len(objs[0].Payload.Records) != 2 {
+		t.Fatalf("failure objects: got %d, want 1 holding both orders (the bad one first, in one batch)", len(objs))
+	}
+	applied := func() user {
+		var u user
+		d.api(200, "GET", "/users/u1", "u1", nil, &u)
+		return u
+	}
+	if u := applied(); u.OrderCount != 1 || u.LifetimeSpendCents != 2000 {
+		t.Fatalf("counters before the replay: got %+v, want the good order counted once", u)
+	}
+	eventually(t, "the markers expired", func() string {
+		out, err := d.sys.DynamoDB().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(d.prefix + tables.CounterEvents), Select: "COUNT"})
+		if err != nil {
+			return err.Error()
+		}
+		if out.Count != 0 {
+			return "markers left"
+		}
+		return ""
+	})
+
+	tg, err := target.Resolve(context.Background(), d.getenv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := invoker(tg, env{logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	res, err := replay.Run(context.Background(), replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Invoker: inv,
+		Out: &report, CounterRecordAge: markerTTL - time.Second})
+	t.Logf("replay:\n%s", report.String())
+	if !errors.Is(err, target.ErrIncomplete) || res.Refused != 1 || res.Replayed != 0 || !strings.Contains(report.String(), "run make audit REPAIR=1") {
+		t.Errorf("replay: got %+v, %v; want the batch refused, the audit named", res, err)
+	}
+	if marked := d.objects(failures.ReplayedPrefix); len(marked) != 0 {
+		t.Errorf("refused object marked: %v", marked)
+	}
+	d.settle()
+	if u := applied(); u.OrderCount != 1 || u.LifetimeSpendCents != 2000 {
+		t.Errorf("counters after the refused replay: got %+v, want the good order counted once", u)
+	}
+
+	// What the check avoided.
+	if _, err := inv.Invoke(context.Background(), wiring.Counters, objs[0].Payload); err != nil {
+		t.Fatal(err)
+	}
+	if u := applied(); u.OrderCount != 2 {
+		t.Errorf("counters after an unchecked replay: got %+v; the test shows nothing unless that counts twice", u)
+	}
+}
