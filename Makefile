@@ -8,7 +8,8 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean replay
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean replay \
+	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
 run: ddb-local
@@ -62,12 +63,33 @@ bench: ddb-local
 ## build: Lambda bootstrap binaries for provided.al2023 arm64 under dist/<fn>/
 build: $(addprefix build-,$(FUNCTIONS))
 
+# One recipe for every bootstrap: `make build` (dist/<fn>/bootstrap), `sam build`
+# (template.yaml's BuildMethod: makefile runs build-<LogicalId> with
+# ARTIFACTS_DIR set) and `make invoke` (LAMBDA_GOARCH of this machine).
+LAMBDA_GOARCH ?= arm64
+define bootstrap
+	mkdir -p $(2)
+	GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(2)/bootstrap ./functions/$(1)
+endef
+
+build-ApiFunction: ARTIFACTS_DIR ?= dist/api
+build-ApiFunction:
+	$(call bootstrap,api,$(ARTIFACTS_DIR))
+build-CountersFunction: ARTIFACTS_DIR ?= dist/counters
+build-CountersFunction:
+	$(call bootstrap,counters,$(ARTIFACTS_DIR))
+build-StreamIndexerFunction: ARTIFACTS_DIR ?= dist/stream-indexer
+build-StreamIndexerFunction:
+	$(call bootstrap,stream-indexer,$(ARTIFACTS_DIR))
+build-ArchiverFunction: ARTIFACTS_DIR ?= dist/archiver
+build-ArchiverFunction:
+	$(call bootstrap,archiver,$(ARTIFACTS_DIR))
+
 build-%:
-	mkdir -p dist/$*
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o dist/$*/bootstrap ./functions/$*
+	$(call bootstrap,$*,dist/$*)
 
 clean:
-	rm -rf dist bin infra/cdk/cdk.out
+	rm -rf dist bin .aws-sam infra/cdk/cdk.out
 
 ## --- AWS: the CDK app (infra/cdk) and the SAM template (template.yaml) ---
 STAGE ?= dev
@@ -95,7 +117,8 @@ lint-templates: synth
 deploy: build
 	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) --require-approval broadening
 
-## invoke: run one function on an event against `make run`'s endpoints, no Docker (FN=api EVENT=events/x.json)
+## invoke: one function of template.yaml on one event, as `sam local invoke` without Docker (FN=api EVENT=events/x.json [ENV_VARS=file])
+ENV_VARS ?= events/sam-env.json
 invoke:
-	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=events/<file>.json"; exit 2; }
-	$(GO) run ./infra/cdk/invoke -fn $(FN) -event $(EVENT)
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=events/<file>.json [ENV_VARS=events/sam-env.json]"; exit 2; }
+	$(GO) run ./infra/local invoke -t template.yaml -e $(EVENT) $(if $(ENV_VARS),-env-vars $(ENV_VARS)) $(FN)

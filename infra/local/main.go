@@ -6,6 +6,8 @@
 //
 //	go run ./infra/local                      # the whole system
 //	go run ./infra/local token -sub u1 [-admin] [-email a@example.com] # a dev JWT for the API
+//	go run ./infra/local invoke -e events/x.json -env-vars events/sam-env.json ApiFunction
+//	                                          # one function of template.yaml on one event, as sam local invoke
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/invoke"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
@@ -35,6 +38,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "invoke" {
+		if err := invoke.Command(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "invoke:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv("LOG_LEVEL"))}))
 	if err := run(ctx, os.Getenv, logger); err != nil {
 		logger.Error("local stack", "err", err.Error())

@@ -16,8 +16,8 @@ func TestSampleEvents(t *testing.T) {
 	batches := samples.Streams(t, "archiver-*.json")
 	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
 	c := st.S3()
-	// The samples come from tables named as in `make run`.
-	h := archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{"orders": "orders", "carts": "carts"}})
+	// The samples come from the dev stage's tables.
+	h := archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{samples.TablePrefix + "orders": "orders", samples.TablePrefix + "carts": "carts"}})
 	type step struct {
 		Event   string                      `json:"event"`
 		Failed  []string                    `json:"failed"`

@@ -2,14 +2,12 @@ package counting_test
 
 import (
 	"maps"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
-	"github.com/shopstream/shopstream/shared/ddbstream"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -33,11 +31,8 @@ func TestSampleEvents(t *testing.T) {
 	var steps []step
 	for _, b := range batches {
 		ev := b.Event
-		// The samples name the tables as `make run` does; these tests use a prefix.
-		for i, r := range ev.Records {
-			name := ddbstream.TableName(r)
-			ev.Records[i].EventSourceArn = strings.Replace(r.EventSourceArn, ":table/"+name+"/", ":table/"+tables.Physical(f.prefix, name)+"/", 1)
-		}
+		// The samples name the dev stage's tables; these tests use a prefix.
+		samples.Retable(&ev, func(name string) string { return tables.Physical(f.prefix, name) })
 		st := step{Event: b.Name, Failed: f.handle(ev.Records...)}
 		st.User, st.Product = f.counters(f.tables.Users, "userId", "sample-user"), f.counters(f.tables.Products, "productId", "sample-product")
 		st.Repeated = f.handle(ev.Records...)

@@ -145,9 +145,14 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 	}
 	for _, fnName := range wiring.Functions() {
 		t.Run(fnName, func(t *testing.T) {
-			_, p := sam.byName("AWS::Serverless::Function", "FunctionName", fnName)
+			id, p := sam.byName("AWS::Serverless::Function", "FunctionName", fnName)
 			if p == nil {
 				t.Fatalf("no function named shopstream-${Stage}-%s", fnName)
+			}
+			// sam build: the Makefile's build-<LogicalId> target (CodeUri is where the Makefile is).
+			meta, _ := sam.resources("AWS::Serverless::Function")[id]["Metadata"].(map[string]any)
+			if got := meta["BuildMethod"]; got != "makefile" {
+				t.Errorf("Metadata.BuildMethod: got %v, want makefile", got)
 			}
 			eff := map[string]any{}
 			for k, v := range globals {
@@ -158,7 +163,7 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 			}
 			c := props(cdk.resources("AWS::Lambda::Function")[cdk.logicalID(cdk.stack.Functions[fnName])])
 			want := map[string]any{
-				"CodeUri":       "dist/" + fnName,
+				"CodeUri":       ".",
 				"Runtime":       c["Runtime"],
 				"Architectures": c["Architectures"],
 				"Handler":       c["Handler"],
@@ -177,8 +182,19 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 
 			samVars, _ := eff["Environment"].(map[string]any)["Variables"].(map[string]any)
 			cdkVars, _ := c["Environment"].(map[string]any)["Variables"].(map[string]any)
-			if d := cmp.Diff(keysOf(cdkVars), keysOf(samVars)); d != "" {
-				t.Errorf("environment names (-cdk +sam):\n%s", d)
+			// Beyond the CDK app's variables, the AWS SDK's endpoint variable of
+			// each service the function calls, declared empty: the SDK ignores an
+			// empty one, and `sam local invoke --env-vars` can only set declared ones.
+			wantVars := keysOf(cdkVars)
+			for _, name := range sdkEndpointVars(stack.Accesses()[fnName]) {
+				wantVars = append(wantVars, name)
+				if v, ok := samVars[name]; !ok || v != "" {
+					t.Errorf("%s: got %#v, want an empty value", name, v)
+				}
+			}
+			sort.Strings(wantVars)
+			if d := cmp.Diff(wantVars, keysOf(samVars)); d != "" {
+				t.Errorf("environment names (-cdk and SDK endpoints +sam):\n%s", d)
 			}
 			for _, tn := range stack.Accesses()[fnName].Tables {
 				def, _ := tables.ByName(tn)
@@ -189,6 +205,19 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sdkEndpointVars names the AWS SDK endpoint variables of the services a
+// function calls through the SDK: DynamoDB for its tables, S3 for the archive.
+func sdkEndpointVars(a stack.Access) []string {
+	var out []string
+	if len(a.Tables) > 0 {
+		out = append(out, "AWS_ENDPOINT_URL_DYNAMODB")
+	}
+	if a.Archive {
+		out = append(out, "AWS_ENDPOINT_URL_S3")
+	}
+	return out
 }
 
 func keysOf(m map[string]any) []string {

@@ -1,7 +1,8 @@
 // Package lambdart serves a minimal Lambda Runtime API (the interface a
 // provided.al2023 bootstrap polls through AWS_LAMBDA_RUNTIME_API), so a built
-// function binary can be run on events without Docker: by `make invoke`, by
-// the sample-event tests and by the cold-start measurements.
+// function binary can be run on events without Docker: by `make invoke`
+// (infra/local/invoke), by the sample-event tests and by the cold-start
+// measurements.
 package lambdart
 
 import (
@@ -127,14 +128,13 @@ type Process struct {
 	Started time.Time
 }
 
-// Run starts the function binary bin with env added to this process's
-// environment, pointed at the runtime; its output goes to out. Logs are JSON,
-// as the functions' LoggingConfig asks of Lambda, unless env says otherwise.
+// Run starts the function binary bin with exactly env and
+// AWS_LAMBDA_RUNTIME_API pointing at the runtime: nothing of this process's
+// own environment reaches the function, as nothing of the caller's reaches a
+// Lambda function. Its output goes to out.
 func (rt *Runtime) Run(bin string, env []string, out io.Writer) (*Process, error) {
 	cmd := exec.Command(bin)
-	cmd.Env = append(append(append(os.Environ(), "AWS_LAMBDA_LOG_FORMAT=JSON"), env...),
-		"AWS_LAMBDA_RUNTIME_API="+rt.addr, "AWS_LAMBDA_FUNCTION_NAME="+rt.fnName,
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512", "AWS_LAMBDA_FUNCTION_VERSION=$LATEST")
+	cmd.Env = append(append([]string(nil), env...), "AWS_LAMBDA_RUNTIME_API="+rt.addr)
 	cmd.Stdout, cmd.Stderr = out, out
 	p := &Process{cmd: cmd, Started: time.Now()}
 	if err := cmd.Start(); err != nil {

@@ -58,6 +58,26 @@ func Decode(t testing.TB, file string, v any) {
 	}
 }
 
+// TablePrefix starts the table names in the stream samples' eventSourceARNs:
+// the samples come from the dev stage, whose tables template.yaml names
+// shopstream-${Stage}-<table> (and `TABLE_PREFIX=shopstream-dev- make run`
+// names alike).
+const TablePrefix = "shopstream-dev-"
+
+// Retable rewrites the eventSourceARN of every record of ev to name the table
+// physical returns for the record's logical table (its name less TablePrefix),
+// for tests whose tables are named otherwise.
+func Retable(ev *events.DynamoDBEvent, physical func(logical string) string) {
+	for i, r := range ev.Records {
+		head, rest, ok := strings.Cut(r.EventSourceArn, ":table/")
+		if !ok {
+			continue
+		}
+		name, tail, _ := strings.Cut(rest, "/")
+		ev.Records[i].EventSourceArn = head + ":table/" + physical(strings.TrimPrefix(name, TablePrefix)) + "/" + tail
+	}
+}
+
 // Stream is one sample stream batch.
 type Stream struct {
 	Name  string // file name, such as counters-order-placed.json

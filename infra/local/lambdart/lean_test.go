@@ -1,18 +1,12 @@
 package lambdart_test
 
 import (
-	"archive/zip"
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/shopstream/shopstream/infra/local/lambdart"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -64,8 +58,11 @@ func TestFunctionsStayLean(t *testing.T) {
 	}
 }
 
+// localEnv is a whole function environment (Run passes on nothing else):
+// JSON logs as the functions' LoggingConfig asks, endpoints that answer nothing.
 func localEnv() []string {
 	env := []string{"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_LAMBDA_LOG_FORMAT=JSON", "AWS_LAMBDA_FUNCTION_NAME=shopstream-test", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
 		"ARCHIVE_BUCKET=shopstream-archive", "SEARCH_URL=http://127.0.0.1:1", "SEARCH_ENDPOINT=http://127.0.0.1:1", "CURSOR_SECRET=cold-start-secret-0123456789"}
 	for _, t := range tables.All() {
 		env = append(env, t.EnvVar+"=cold-"+t.Name)
@@ -83,66 +80,4 @@ func firstEvent(tb testing.TB, fn string) []byte {
 		tb.Fatalf("read healthz event: %v", err)
 	}
 	return b
-}
-
-// BenchmarkColdStart reports, per function, the zipped linux/arm64 bootstrap
-// size and the median time from process start to the first response, over
-// several cold starts of the host build against a local Runtime API.
-func BenchmarkColdStart(b *testing.B) {
-	root := moduleRoot(b)
-	dir := b.TempDir()
-	for _, fn := range functions(b) {
-		b.Run(fn, func(b *testing.B) {
-			arm := filepath.Join(dir, fn+"-arm64")
-			cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", arm, "./functions/"+fn)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("build arm64: %v\n%s", err, out)
-			}
-			raw, _ := os.ReadFile(arm)
-			var zipped bytes.Buffer
-			zw := zip.NewWriter(&zipped)
-			w, _ := zw.CreateHeader(&zip.FileHeader{Name: "bootstrap", Method: zip.Deflate})
-			w.Write(raw)
-			zw.Close()
-
-			bin, err := lambdart.Build(context.Background(), root, fn, dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var starts []time.Duration
-			for i := 0; i < b.N; i++ {
-				rt, err := lambdart.Start("shopstream-bench-"+fn, 10*time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var out bytes.Buffer
-				p, err := rt.Run(bin, localEnv(), &out)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				go func() {
-					select {
-					case <-p.Exited():
-						cancel()
-					case <-ctx.Done():
-					}
-				}()
-				res, err := rt.Invoke(ctx, firstEvent(b, fn))
-				cancel()
-				if err != nil || res.Err != nil {
-					p.Stop()
-					b.Fatalf("invoke %s: %v %v\n%s", fn, err, res.Err, out.String())
-				}
-				starts = append(starts, time.Since(p.Started))
-				p.Stop()
-				rt.Close()
-			}
-			sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
-			b.ReportMetric(float64(len(zipped.Bytes()))/1e6, "MB-zipped")
-			b.ReportMetric(float64(starts[len(starts)/2].Microseconds())/1000, "ms-to-first-response")
-		})
-	}
 }
