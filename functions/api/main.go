@@ -19,10 +19,12 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/productsearch"
+	"github.com/shopstream/shopstream/shared/stagedsecret"
 	"github.com/shopstream/shopstream/shared/store"
 )
 
@@ -33,15 +35,23 @@ func main() {
 	}
 }
 
+// envCursorSecretARN names the Secrets Manager secret holding the cursor key
+// on AWS; without it (the local stack) CURSOR_SECRET holds the key itself.
+const envCursorSecretARN = "CURSOR_SECRET_ARN"
+
 func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := httpapi.ConfigFromEnv(getenv)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
 	awsCfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRetryer(func() aws.Retryer { return retry.NewAdaptiveMode() }))
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
+	}
+	getenv, olderCursorKeys, err := cursorSecret(ctx, getenv, func() secretGetter { return secretsmanager.NewFromConfig(awsCfg) })
+	if err != nil {
+		return err
+	}
+	cfg, err := httpapi.ConfigFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	db := dynamodb.NewFromConfig(awsCfg)
 	st := store.New(db, store.Config{Tables: cfg.Tables, CartTTL: cfg.CartTTL, OrderRetention: cfg.OrderRetention})
@@ -64,11 +74,38 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	h := httpapi.New(httpapi.Deps{
 		Store:   st,
-		Cursors: cursor.NewSigner(cfg.CursorSecret),
+		Cursors: cursor.NewSigner(cfg.CursorSecret, olderCursorKeys...),
 		Search:  search,
 		Logger:  lambdacontext.NewLogger(),
 		Metrics: os.Stdout,
 	})
 	lambda.StartHandlerFunc(h.Handle)
 	return nil
+}
+
+type secretGetter interface {
+	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// cursorSecret reads the cursor key once, at init, from the secret
+// CURSOR_SECRET_ARN names: its current value becomes CURSOR_SECRET for the
+// configuration, and the values a rotation keeps valid (pending, previous)
+// are returned to be accepted too. Without CURSOR_SECRET_ARN, getenv is
+// returned as it is.
+func cursorSecret(ctx context.Context, getenv func(string) string, client func() secretGetter) (func(string) string, [][]byte, error) {
+	arn := getenv(envCursorSecretARN)
+	if arn == "" {
+		return getenv, nil, nil
+	}
+	sec, err := stagedsecret.Load(ctx, client(), arn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cursor secret: %w", err)
+	}
+	current := string(sec.Current)
+	return func(k string) string {
+		if k == "CURSOR_SECRET" {
+			return current
+		}
+		return getenv(k)
+	}, sec.Others, nil
 }

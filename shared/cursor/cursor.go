@@ -17,14 +17,36 @@ import (
 // MaxLen bounds the length of a cursor accepted by Decode.
 const MaxLen = 4096
 
-// Signer signs and checks cursors with one secret.
-type Signer struct{ key []byte }
+// Signer signs cursors with one secret and accepts those of the secrets
+// still valid during a rotation.
+type Signer struct {
+	key   []byte
+	older [][]byte
+}
 
-// NewSigner returns a Signer for the secret.
-func NewSigner(secret []byte) *Signer { return &Signer{key: append([]byte(nil), secret...)} }
+// NewSigner returns a Signer that signs with secret and also accepts cursors
+// signed with any of older (the values a key rotation keeps valid).
+func NewSigner(secret []byte, older ...[]byte) *Signer {
+	s := &Signer{key: append([]byte(nil), secret...)}
+	for _, o := range older {
+		s.older = append(s.older, append([]byte(nil), o...))
+	}
+	return s
+}
 
-func (s *Signer) mac(binding string, payload []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
+func (s *Signer) mac(binding string, payload []byte) []byte { return mac(s.key, binding, payload) }
+
+// verifies reports whether sig is payload's signature under one of the keys.
+func (s *Signer) verifies(binding string, payload, sig []byte) bool {
+	ok := hmac.Equal(sig, s.mac(binding, payload))
+	for _, k := range s.older {
+		ok = hmac.Equal(sig, mac(k, binding, payload)) || ok
+	}
+	return ok
+}
+
+func mac(key []byte, binding string, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(binding))
 	m.Write([]byte{0})
 	m.Write(payload)
@@ -63,7 +85,7 @@ func (s *Signer) Decode(binding, token string, v any) error {
 		return bad()
 	}
 	sig, err := enc.DecodeString(m)
-	if err != nil || !hmac.Equal(sig, s.mac(binding, payload)) {
+	if err != nil || !s.verifies(binding, payload, sig) {
 		return bad()
 	}
 	if err := json.Unmarshal(payload, v); err != nil {

@@ -40,3 +40,37 @@ func mustEncode(t *testing.T, s *Signer, binding string) string {
 	}
 	return c
 }
+
+// TestRotation: during a key rotation a signer accepts the cursors of the
+// keys still valid, signs with its own, and refuses a key it was not given.
+func TestRotation(t *testing.T) {
+	const binding = "GET /orders\nstatus=PLACED"
+	oldKey, newKey, other := []byte("previous-secret-xxxxx"), []byte("current-secret-xxxxxx"), []byte("unrelated-secret-xxxx")
+	before := NewSigner(oldKey)
+	during := NewSigner(newKey, oldKey)
+	for name, tc := range map[string]struct {
+		token string
+		ok    bool
+	}{
+		"issued before the rotation": {mustEncode(t, before, binding), true},
+		"issued during it":           {mustEncode(t, during, binding), true},
+		"of another key":             {mustEncode(t, NewSigner(other), binding), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got map[string]string
+			err := during.Decode(binding, tc.token, &got)
+			if tc.ok && (err != nil || got["orderId"] != "01J") {
+				t.Fatalf("got %v, %v, want the position back", got, err)
+			}
+			if !tc.ok && errcode.Of(err) != errcode.Invalid {
+				t.Fatalf("got %v, want an Invalid error", err)
+			}
+		})
+	}
+	// What the rotated signer issues, a signer that only knows the old key
+	// refuses: it must learn the new key (as pending) before anyone signs
+	// with it, which is what the rotation procedure in docs/deploy.md does.
+	if err := before.Decode(binding, mustEncode(t, during, binding), new(map[string]string)); errcode.Of(err) != errcode.Invalid {
+		t.Fatalf("got %v, want an Invalid error", err)
+	}
+}

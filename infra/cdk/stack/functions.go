@@ -22,9 +22,12 @@ const (
 	EnvArchiveBucket = "ARCHIVE_BUCKET"
 	// EnvSearchURL is the search endpoint, https://<domain endpoint>.
 	EnvSearchURL = "SEARCH_URL"
-	// EnvCursorSecret is the key that signs the API's page cursors, generated
-	// per stage in Secrets Manager.
+	// EnvCursorSecret is the key that signs the API's page cursors where no
+	// secret holds it (the local stack).
 	EnvCursorSecret = "CURSOR_SECRET"
+	// EnvCursorSecretARN names the Secrets Manager secret holding the cursor
+	// key on AWS; the API reads it at init (functions/api).
+	EnvCursorSecretARN = "CURSOR_SECRET_ARN"
 )
 
 // SearchIndex is the one OpenSearch index of shopstream.
@@ -174,7 +177,7 @@ func (a Access) EnvKeys() ([]string, error) {
 		keys = append(keys, EnvSearchURL)
 	}
 	if a.CursorSecret {
-		keys = append(keys, EnvCursorSecret)
+		keys = append(keys, EnvCursorSecretARN)
 	}
 	sort.Strings(keys)
 	return keys, nil
@@ -209,9 +212,10 @@ func (b *builder) functions() error {
 			env[EnvSearchURL] = jsii.String("https://" + *b.s.Search.DomainEndpoint())
 		}
 		if a.CursorSecret {
-			// A dynamic reference: CloudFormation resolves it at deploy time,
-			// the template never holds the key.
-			env[EnvCursorSecret] = b.s.CursorSecret.SecretValue().UnsafeUnwrap()
+			// The secret's name, not its value: the function reads the value
+			// at init, so neither the template nor the function's
+			// configuration ever holds the key.
+			env[EnvCursorSecretARN] = b.s.CursorSecret.SecretArn()
 		}
 		fn, err := b.goFunction(name, a, env)
 		if err != nil {
@@ -231,6 +235,14 @@ func (b *builder) functions() error {
 				Grantee:      fn,
 				Actions:      jsii.Strings("s3:PutObject", "s3:AbortMultipartUpload"),
 				ResourceArns: &prefixes,
+			})
+		}
+		if a.CursorSecret {
+			// That one secret's values, nothing else of Secrets Manager.
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee:      fn,
+				Actions:      jsii.Strings("secretsmanager:GetSecretValue"),
+				ResourceArns: &[]*string{b.s.CursorSecret.SecretArn()},
 			})
 		}
 		for _, g := range SearchGrants(a.Search) {

@@ -151,3 +151,55 @@ func TestParseReservedConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// TestCursorSecretReadAtInit: the API's configuration names the cursor
+// secret and holds no key (no dynamic reference that CloudFormation would
+// resolve into it), and its role may read that one secret's values only.
+func TestCursorSecretReadAtInit(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		t.Run(name, func(t *testing.T) {
+			secretID := s.logicalID(s.stack.CursorSecret)
+			for fnName, a := range stack.Accesses() {
+				p := props(s.resources("AWS::Lambda::Function")[s.logicalID(s.stack.Functions[fnName])])
+				vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+				if strings.Contains(fmt.Sprint(vars), "resolve:secretsmanager") {
+					t.Errorf("%s: environment resolves a secret into plain text: %v", fnName, vars)
+				}
+				if _, ok := vars[stack.EnvCursorSecret]; ok {
+					t.Errorf("%s: %s in the deployed environment", fnName, stack.EnvCursorSecret)
+				}
+				got := refs(vars[stack.EnvCursorSecretARN])
+				var want []string
+				if a.CursorSecret {
+					want = []string{secretID}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: %s refers to %v, want %v", fnName, stack.EnvCursorSecretARN, got, want)
+				}
+				var grants []string
+				roleID := s.logicalID(s.stack.Functions[fnName].Role())
+				for _, pol := range s.resources("AWS::IAM::Policy") {
+					if !slices.Contains(refs(props(pol)["Roles"]), roleID) {
+						continue
+					}
+					for _, st := range props(pol)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+						st := st.(map[string]any)
+						for _, act := range strs(st["Action"]) {
+							if strings.HasPrefix(act, "secretsmanager:") || slices.Contains(refs(st["Resource"]), secretID) {
+								grants = append(grants, fmt.Sprint(act, " ", st["Resource"]))
+							}
+						}
+					}
+				}
+				var wantGrants []string
+				if a.CursorSecret {
+					wantGrants = []string{fmt.Sprint("secretsmanager:GetSecretValue ", map[string]any{"Ref": secretID})}
+				}
+				if d := cmp.Diff(wantGrants, grants); d != "" {
+					t.Errorf("%s: secret grants (-want +got):\n%s", fnName, d)
+				}
+			}
+		})
+	}
+}

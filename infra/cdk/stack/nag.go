@@ -51,7 +51,7 @@ func (b *builder) suppressions() {
 		suppress(role, true, reasons...)
 	}
 
-	suppress(b.s.CursorSecret, false, rule("AwsSolutions-SMG4", "The cursor key is read once at deploy time into the API's environment; a rotation would not reach the function until the next deploy, so it is replaced by a deploy instead (outstanding cursors then fail as tampered)."))
+	suppress(b.s.CursorSecret, false, rule("AwsSolutions-SMG4", "The cursor key is rotated by hand with Secrets Manager's version stages (docs/deploy.md): the API accepts the pending and previous values, so no rotation function is needed and no cursor fails during a rotation."))
 
 	domain := []*cdknag.NagPackSuppression{
 		rule("AwsSolutions-OS1", "The functions are not in a VPC; the domain takes only SigV4-signed HTTPS requests from the indexer's and the API's roles (access policy and identity policies), encrypted in transit and at rest."),

@@ -531,6 +531,9 @@ func TestLeastPrivilege(t *testing.T) {
 				if a.Archive {
 					allowed[s.logicalID(s.stack.Archive)] = "archive"
 				}
+				if a.CursorSecret {
+					allowed[s.logicalID(s.stack.CursorSecret)] = "cursor secret"
+				}
 				if a.Search != stack.SearchNone {
 					allowed[s.logicalID(s.stack.Search)] = "search"
 				}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shopstream/shopstream/functions/api/httpapi"
+)
+
+// versions is a fake of GetSecretValue holding one secret's staged values.
+type versions struct {
+	arn    string
+	stages map[string]string
+	asked  int
+}
+
+func (v *versions) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	v.asked++
+	val, ok := v.stages[aws.ToString(in.VersionStage)]
+	if !ok || aws.ToString(in.SecretId) != v.arn {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("not found")}
+	}
+	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(val)}, nil
+}
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestCursorSecretFromSecretsManager: on AWS the configuration's cursor key
+// is the secret's current value, read once, and the pending and previous
+// values are kept to verify; locally CURSOR_SECRET is used as it is and
+// Secrets Manager is never asked.
+func TestCursorSecretFromSecretsManager(t *testing.T) {
+	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:shopstream-dev-cursor-secret-AbCdEf"
+	cur, prev := strings.Repeat("c", 48), strings.Repeat("p", 48)
+	base := map[string]string{"USERS_TABLE": "u", "USER_EMAILS_TABLE": "e", "PRODUCTS_TABLE": "p", "REVIEWS_TABLE": "r", "CARTS_TABLE": "c", "ORDERS_TABLE": "o", "IDEMPOTENCY_KEYS_TABLE": "i"}
+
+	onAWS := map[string]string{envCursorSecretARN: arn}
+	for k, v := range base {
+		onAWS[k] = v
+	}
+	sm := &versions{arn: arn, stages: map[string]string{"AWSCURRENT": cur, "AWSPREVIOUS": prev}}
+	getenv, older, err := cursorSecret(context.Background(), env(onAWS), func() secretGetter { return sm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := httpapi.ConfigFromEnv(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(cfg.CursorSecret); got != cur {
+		t.Errorf("cursor key %q, want the current value", got)
+	}
+	if d := cmp.Diff([][]byte{[]byte(prev)}, older); d != "" {
+		t.Errorf("older keys (-want +got):\n%s", d)
+	}
+	if sm.asked != 3 {
+		t.Errorf("asked Secrets Manager %d times, want 3 (current, pending, previous)", sm.asked)
+	}
+
+	local := map[string]string{"CURSOR_SECRET": "shopstream-local-cursor-secret"}
+	for k, v := range base {
+		local[k] = v
+	}
+	getenv, older, err = cursorSecret(context.Background(), env(local), func() secretGetter {
+		t.Fatal("Secrets Manager asked without CURSOR_SECRET_ARN")
+		return nil
+	})
+	if err != nil || older != nil || getenv("CURSOR_SECRET") != "shopstream-local-cursor-secret" {
+		t.Errorf("got %v, %v, %q, want CURSOR_SECRET as it is", err, older, getenv("CURSOR_SECRET"))
+	}
+
+	if _, _, err := cursorSecret(context.Background(), env(map[string]string{envCursorSecretARN: arn}), func() secretGetter { return &versions{arn: "other"} }); err == nil {
+		t.Error("got no error for a secret without a current value")
+	}
+}
