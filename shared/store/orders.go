@@ -367,15 +367,17 @@ func (s *Store) ListUserOrders(ctx context.Context, userID string, status orders
 		b = b.WithFilter(expression.Name("status").Equal(expression.Value(status)))
 	}
 	e := mustBuild(b)
-	want := ClampLimit(limit)
-	page := Page[orders.Order]{Items: []orders.Order{}}
-	// A filter applies after Limit: keep reading until the page is full, the
-	// partition ends, or a bounded number of reads is spent.
+	want := int(ClampLimit(limit))
+	var items []orders.Order
+	var lek map[string]types.AttributeValue
+	// A filter applies after Limit: keep reading until one item more than the
+	// page holds is found (so a full last page has no cursor), the partition
+	// ends, or a bounded number of reads is spent.
 	for reads := 0; ; reads++ {
 		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(s.t.Orders), KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(want - int32(len(page.Items))), ExclusiveStartKey: keyToAV(start),
+			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(want + 1 - len(items))), ExclusiveStartKey: keyToAV(start),
 		})
 		if err != nil {
 			return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, classify(err))
@@ -384,18 +386,24 @@ func (s *Store) ListUserOrders(ctx context.Context, userID string, status orders
 		if err := attributevalue.UnmarshalListOfMaps(out.Items, &got); err != nil {
 			return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, err)
 		}
-		page.Items = append(page.Items, got...)
-		if start, err = lekToKey(out.LastEvaluatedKey); err != nil {
+		items, lek = append(items, got...), out.LastEvaluatedKey
+		if len(lek) == 0 || len(items) > want || reads >= 9 {
+			break
+		}
+		if start, err = lekToKey(lek); err != nil {
 			return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, err)
 		}
-		if start == nil {
-			return page, nil
-		}
-		if int32(len(page.Items)) >= want || reads >= 9 {
-			page.Next = &Position{Key: start}
-			return page, nil
-		}
 	}
+	if items == nil {
+		items = []orders.Order{}
+	}
+	page, err := pageOf(items, want, lek, func(o orders.Order) map[string]string {
+		return map[string]string{"userId": o.UserID, "orderId": o.OrderID}
+	})
+	if err != nil {
+		return Page[orders.Order]{}, fmt.Errorf("list orders of %s: %w", userID, err)
+	}
+	return page, nil
 }
 
 // ListOpenOrders returns the orders in an open status (PLACED, SHIPPED),
@@ -438,7 +446,7 @@ func (s *Store) ListOpenOrders(ctx context.Context, status orders.Status, limit 
 			out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 				TableName: aws.String(s.t.Orders), IndexName: aws.String(tables.OrdersOpenByStatus),
 				KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-				ScanIndexForward: aws.Bool(true), Limit: aws.Int32(int32(want)), ExclusiveStartKey: keyToAV(pos[i].After),
+				ScanIndexForward: aws.Bool(true), Limit: aws.Int32(int32(want + 1)), ExclusiveStartKey: keyToAV(pos[i].After),
 			})
 			if err != nil {
 				pages[i].err = fmt.Errorf("shard %d: %w", i, classify(err))

@@ -94,6 +94,27 @@ func badCursor() error {
 	return f.Err()
 }
 
+// pageOf makes a page of items read with Limit n+1 (ClampLimit's n): a read
+// that found more than n items keeps n and continues after the last one kept
+// (keyOf gives its key attributes, table and index), so a full last page has
+// no Next, where DynamoDB's LastEvaluatedKey at Limit would point at an empty
+// page. A read that stopped short of n+1 with a LastEvaluatedKey (DynamoDB's
+// 1 MB page, or a filtered read that ran out of reads) continues from it.
+func pageOf[T any](items []T, n int, lek map[string]types.AttributeValue, keyOf func(T) map[string]string) (Page[T], error) {
+	if len(items) > n {
+		return Page[T]{Items: items[:n], Next: &Position{Key: keyOf(items[n-1])}}, nil
+	}
+	page := Page[T]{Items: items}
+	k, err := lekToKey(lek)
+	if err != nil {
+		return Page[T]{}, err
+	}
+	if k != nil {
+		page.Next = &Position{Key: k}
+	}
+	return page, nil
+}
+
 // ClampLimit returns the page size for a requested limit (0: the default).
 func ClampLimit(limit int) int32 {
 	switch {

@@ -154,23 +154,24 @@ func (s *Store) ListProductsByCategory(ctx context.Context, category string, lim
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(s.t.Products), IndexName: aws.String(tables.ProductsByCategory),
 		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		Limit: aws.Int32(ClampLimit(limit)), ExclusiveStartKey: keyToAV(start),
+		Limit: aws.Int32(ClampLimit(limit) + 1), ExclusiveStartKey: keyToAV(start),
 	})
 	if err != nil {
 		return Page[products.Product]{}, fmt.Errorf("list category %s: %w", category, classify(err))
 	}
-	page := Page[products.Product]{Items: make([]products.Product, 0, len(out.Items))}
+	items := make([]products.Product, 0, len(out.Items))
 	for _, it := range out.Items {
 		p, err := decodeProduct(it)
 		if err != nil {
 			return Page[products.Product]{}, fmt.Errorf("list category %s: %w", category, err)
 		}
-		page.Items = append(page.Items, p)
+		items = append(items, p)
 	}
-	if k, err := lekToKey(out.LastEvaluatedKey); err != nil {
+	page, err := pageOf(items, int(ClampLimit(limit)), out.LastEvaluatedKey, func(p products.Product) map[string]string {
+		return map[string]string{"category": p.Category, "productId": p.ProductID}
+	})
+	if err != nil {
 		return Page[products.Product]{}, fmt.Errorf("list category %s: %w", category, err)
-	} else if k != nil {
-		page.Next = &Position{Key: k}
 	}
 	return page, nil
 }

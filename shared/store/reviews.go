@@ -136,19 +136,20 @@ func (s *Store) queryReviews(ctx context.Context, index, attr, value string, lim
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(s.t.Reviews), IndexName: aws.String(index),
 		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(ClampLimit(limit)), ExclusiveStartKey: keyToAV(start),
+		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(ClampLimit(limit) + 1), ExclusiveStartKey: keyToAV(start),
 	})
 	if err != nil {
 		return Page[reviews.Review]{}, fmt.Errorf("list reviews by %s %s: %w", attr, value, classify(err))
 	}
-	page := Page[reviews.Review]{Items: make([]reviews.Review, 0, len(out.Items))}
-	if err := attributevalue.UnmarshalListOfMaps(out.Items, &page.Items); err != nil {
+	items := make([]reviews.Review, 0, len(out.Items))
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &items); err != nil {
 		return Page[reviews.Review]{}, fmt.Errorf("list reviews by %s %s: %w", attr, value, err)
 	}
-	if k, err := lekToKey(out.LastEvaluatedKey); err != nil {
+	page, err := pageOf(items, int(ClampLimit(limit)), out.LastEvaluatedKey, func(r reviews.Review) map[string]string {
+		return map[string]string{"productId": r.ProductID, "userId": r.UserID, "createdAt": r.CreatedAt}
+	})
+	if err != nil {
 		return Page[reviews.Review]{}, fmt.Errorf("list reviews by %s %s: %w", attr, value, err)
-	} else if k != nil {
-		page.Next = &Position{Key: k}
 	}
 	return page, nil
 }

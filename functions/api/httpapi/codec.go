@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -139,14 +139,7 @@ func (h *Handler) pageParams(r *http.Request) (paging, error) {
 		}
 		p.limit = n
 	}
-	var filters []string
-	for k, vs := range q {
-		if k != "limit" && k != "cursor" {
-			filters = append(filters, k+"="+strings.Join(vs, ","))
-		}
-	}
-	sort.Strings(filters)
-	p.binding = r.Pattern + "\n" + r.URL.EscapedPath() + "\n" + strings.Join(filters, "&")
+	p.binding = binding(r.Pattern, r.URL.EscapedPath(), q)
 	if c := q.Get("cursor"); q.Has("cursor") {
 		var pos store.Position
 		if err := h.deps.Cursors.Decode(p.binding, c, &p.raw); err != nil || json.Unmarshal(p.raw, &pos) != nil {
@@ -156,6 +149,21 @@ func (h *Handler) pageParams(r *http.Request) (paging, error) {
 		}
 	}
 	return p, f.Err()
+}
+
+// binding is what a cursor is bound to: the route pattern, the path and the
+// filters (every query parameter but limit and cursor) in a canonical
+// encoding: names sorted, names and values query-escaped, values in the order
+// given. Escaping keeps "?q=foo&category=c" and "?q=foo%26category%3Dc" apart;
+// neither the pattern nor an escaped path nor the encoding holds a newline.
+func binding(pattern, path string, q url.Values) string {
+	filters := url.Values{}
+	for k, vs := range q {
+		if k != "limit" && k != "cursor" {
+			filters[k] = vs
+		}
+	}
+	return pattern + "\n" + path + "\n" + filters.Encode()
 }
 
 // writePage answers a page of items with the cursor of the next page.
