@@ -567,6 +567,7 @@ func TestLargestTransactionFitsFourMB(t *testing.T) {
 		"category": wide(catalog.MaxCategoryLen), "priceCents": big, "stock": big, "createdAt": s("2026-11-23T08:00:00.000000000Z"),
 		"updatedAt": s("2026-11-23T08:00:00.000000000Z"), "version": big, "reviewCount": big, "ratingTotal": big, "unitsSold": big,
 	}
+	t.Logf("largest product: %d bytes", itemSize(product))
 	if got, limit := 100*itemSize(product), 4<<20; got >= limit {
 		t.Errorf("100 of the largest product: %d bytes, want under %d", got, limit)
 	}
