@@ -44,53 +44,9 @@ const sampleProduct = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 // of events/sam-env.json are rewritten, to this stack's ports.
 func TestSampleEventsUnderMakeInvoke(t *testing.T) {
 	ctx := context.Background()
-	sys, err := system.Start(ctx, system.Config{
-		Stack:       stack.Config{DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1},
-		TablePrefix: samples.TablePrefix,
-		NoMappings:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
-	db := sys.DynamoDB()
-	table := func(name string) string { return tables.Physical(samples.TablePrefix, name) }
-	put := func(name string, item any) {
-		t.Helper()
-		av, err := attributevalue.MarshalMap(item)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table(name)), Item: av}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// What the samples assume exists.
-	put(tables.Users, map[string]any{"userId": "sample-user", "version": 1})
-	put(tables.Users, map[string]any{"userId": "other-user", "version": 1})
-	put(tables.Products, map[string]any{"productId": "sample-product", "version": 1})
-	put(tables.Products, products.Product{ProductID: sampleProduct, Name: "Copper Kettle", Description: "A copper kettle that whistles",
-		Category: "kitchen", PriceCents: 4900, Stock: 10, CreatedAt: "2026-11-22T09:00:00Z", UpdatedAt: "2026-11-22T09:00:00Z", Version: 1})
-
-	root := filepath.Join("..", "..", "..")
-	template := filepath.Join(root, "template.yaml")
-	envVars := localEnvVars(t, filepath.Join(samples.Dir(t), "sam-env.json"), map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": sys.DynamoDBURL, "AWS_ENDPOINT_URL_S3": sys.S3URL, "SEARCH_URL": sys.SearchURL,
-	})
-	tmpl, err := invoke.Load(template, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fns, err := tmpl.Functions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	buildDir := t.TempDir()
-	for _, f := range fns {
-		if _, err := invoke.Build(ctx, f, filepath.Join(buildDir, f.LogicalID)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := startSampleStack(t)
+	sys, db, table := f.sys, f.sys.DynamoDB(), f.table
+	template, envVars, buildDir := f.template, f.envVars, f.buildDir
 	// The shell make invoke runs in; here, nothing, so that the host's
 	// variables cannot decide the outcome.
 	shell := func(string) (string, bool) { return "", false }
@@ -237,9 +193,73 @@ func TestSampleEventsUnderMakeInvoke(t *testing.T) {
 	}
 }
 
+// sampleStack is a running stack with the dev stage's tables, what the samples
+// assume in them, an --env-vars file for it and every function built.
+type sampleStack struct {
+	sys                         *system.System
+	template, envVars, buildDir string
+	functions                   []*invoke.Function
+}
+
+func (f *sampleStack) table(name string) string { return tables.Physical(samples.TablePrefix, name) }
+
+// startSampleStack starts the stack the samples run against: its tables carry
+// the dev stage's names, as `TABLE_PREFIX=shopstream-dev- make run` does, and
+// only the endpoints of events/sam-env.json are rewritten, to its ports.
+func startSampleStack(tb testing.TB) *sampleStack {
+	tb.Helper()
+	ctx := context.Background()
+	sys, err := system.Start(ctx, system.Config{
+		Stack:       stack.Config{DynamoDBUpstream: stacktest.Stack(tb).Upstream(), TTLSweepInterval: -1},
+		TablePrefix: samples.TablePrefix,
+		NoMappings:  true,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sys.Close() })
+	f := &sampleStack{sys: sys}
+	db := sys.DynamoDB()
+	put := func(name string, item any) {
+		tb.Helper()
+		av, err := attributevalue.MarshalMap(item)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table(name)), Item: av}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	// What the samples assume exists.
+	put(tables.Users, map[string]any{"userId": "sample-user", "version": 1})
+	put(tables.Users, map[string]any{"userId": "other-user", "version": 1})
+	put(tables.Products, map[string]any{"productId": "sample-product", "version": 1})
+	put(tables.Products, products.Product{ProductID: sampleProduct, Name: "Copper Kettle", Description: "A copper kettle that whistles",
+		Category: "kitchen", PriceCents: 4900, Stock: 10, CreatedAt: "2026-11-22T09:00:00Z", UpdatedAt: "2026-11-22T09:00:00Z", Version: 1})
+
+	f.template = filepath.Join("..", "..", "..", "template.yaml")
+	f.envVars = localEnvVars(tb, filepath.Join(samples.Dir(tb), "sam-env.json"), map[string]string{
+		"AWS_ENDPOINT_URL_DYNAMODB": sys.DynamoDBURL, "AWS_ENDPOINT_URL_S3": sys.S3URL, "SEARCH_URL": sys.SearchURL,
+	})
+	tmpl, err := invoke.Load(f.template, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if f.functions, err = tmpl.Functions(); err != nil {
+		tb.Fatal(err)
+	}
+	f.buildDir = tb.TempDir()
+	for _, fn := range f.functions {
+		if _, err := invoke.Build(ctx, fn, filepath.Join(f.buildDir, fn.LogicalID)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return f
+}
+
 // localEnvVars writes a copy of the --env-vars file at path with the given
 // values in its "Parameters" and returns the copy's path.
-func localEnvVars(t *testing.T, path string, values map[string]string) string {
+func localEnvVars(t testing.TB, path string, values map[string]string) string {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
