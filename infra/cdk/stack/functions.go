@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -78,8 +79,12 @@ func SearchGrants(a SearchAccess) []SearchGrant {
 // come from here, so a function never holds a name it may not use, nor a grant
 // it has no name for. Stream reads come from shared/wiring.
 type Access struct {
-	// Tables are read and written (data only, never the table's settings).
+	// Tables are the tables whose data the function reads or writes.
 	Tables []string
+	// TableActions are the DynamoDB actions it may call on each of Tables:
+	// those its requests need and no other (TestGrantsMatchSDKCalls reads
+	// them from its code). Never the table's settings.
+	TableActions map[string][]string
 	// Search is its access to the search index.
 	Search SearchAccess
 	// CursorSecret gives the function the cursor signing key.
@@ -113,14 +118,28 @@ func streamTables(fn string) []string {
 func Accesses() map[string]Access {
 	return map[string]Access{
 		wiring.API: {
-			Tables:       []string{tables.Users, tables.UserEmails, tables.Products, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
+			Tables: []string{tables.Users, tables.UserEmails, tables.Products, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
+			TableActions: map[string][]string{
+				tables.Users:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+				tables.UserEmails:      {"dynamodb:PutItem", "dynamodb:DeleteItem"},
+				tables.Products:        {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"},
+				tables.Reviews:         {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+				tables.Carts:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+				tables.Orders:          {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+				tables.IdempotencyKeys: {"dynamodb:GetItem", "dynamodb:PutItem"},
+			},
 			Search:       SearchRead,
 			CursorSecret: true,
 			MemoryMiB:    512,
 			Timeout:      wiring.Timeout(wiring.API),
 		},
 		wiring.Counters: {
-			Tables:       []string{tables.Users, tables.Products, tables.CounterEvents},
+			Tables: []string{tables.Users, tables.Products, tables.CounterEvents},
+			TableActions: map[string][]string{
+				tables.Users:         {"dynamodb:UpdateItem"},
+				tables.Products:      {"dynamodb:UpdateItem"},
+				tables.CounterEvents: {"dynamodb:PutItem"},
+			},
 			StreamTables: streamTables(wiring.Counters),
 			MemoryMiB:    256,
 			Timeout:      wiring.Timeout(wiring.Counters),
@@ -222,7 +241,10 @@ func (b *builder) functions() error {
 			return err
 		}
 		for _, tn := range a.Tables {
-			b.s.Tables[tn].GrantReadWriteData(fn)
+			if len(a.TableActions[tn]) == 0 {
+				return fmt.Errorf("function %s: no actions declared on table %s", name, tn)
+			}
+			b.grantTable(fn, tn, a.TableActions[tn])
 		}
 		if a.Archive {
 			// PutObject (and aborting the multipart uploads it may start),
@@ -306,4 +328,26 @@ func (b *builder) goFunction(name string, a Access, env map[string]*string) (aws
 	}
 	fn := awslambda.NewFunction(b.s.Stack, jsii.String(id+"Function"), props)
 	return fn, nil
+}
+
+// grantTable lets fn call actions on a table's items, and Query on its
+// indexes when it may query. On the counters' marker table the items' keys
+// must start with the name of a table whose stream feeds the counters
+// (dynamodb:LeadingKeys): the markers are <source table>#<eventID>.
+func (b *builder) grantTable(fn awslambda.IFunction, tn string, actions []string) {
+	table := b.s.Tables[tn]
+	resources := []*string{table.TableArn()}
+	def, _ := tables.ByName(tn)
+	if len(def.GlobalIndexes)+len(def.LocalIndexes) > 0 && slices.Contains(actions, "dynamodb:Query") {
+		resources = append(resources, jsii.String(*table.TableArn()+"/index/*"))
+	}
+	st := &awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources}
+	if tn == tables.CounterEvents {
+		var prefixes []string
+		for _, src := range streamTables(wiring.Counters) {
+			prefixes = append(prefixes, tables.Physical(b.cfg.TablePrefix(), src)+"#*")
+		}
+		st.Conditions = &map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": prefixes}}
+	}
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(st))
 }
