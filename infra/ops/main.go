@@ -3,6 +3,8 @@
 // outputs, see package target):
 //
 //	go run ./infra/ops replay [-mapping m]   # make replay [MAPPING=m]
+//	go run ./infra/ops audit [-repair]       # make audit [REPAIR=1]
+//	go run ./infra/ops reindex               # make reindex
 //
 // Each command resolves the same target and exits 0 when it left everything
 // right, 1 when something remains (records still failing, drift), 2 when it
@@ -38,6 +40,8 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"replay", "replay [-mapping m]: re-drive every failed stream batch not yet replayed", replayCommand},
+		{"audit", "audit [-repair] [-settle d] [-max-wait d]: recompute every counter from the tables and the archive, print (and repair) drift", auditCommand},
+		{"reindex", "reindex [-segments n] [-batch n]: rebuild the products search index from the products table", reindexCommand},
 	}
 }
 

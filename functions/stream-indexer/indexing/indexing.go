@@ -59,8 +59,8 @@ func New(d Deps) *Handler {
 	return &Handler{deps: d}
 }
 
-// product is the item as the stream carries it.
-type product struct {
+// Product is the item as the stream carries it and the table holds it.
+type Product struct {
 	ProductID   string `dynamodbav:"productId"`
 	Name        string `dynamodbav:"name"`
 	Description string `dynamodbav:"description"`
@@ -72,8 +72,9 @@ type product struct {
 	Version     int64  `dynamodbav:"version"`
 }
 
-// document is the product as the index holds it (the API reads the same type).
-func document(p product) productsearch.Document {
+// DocumentOf is the product as the index holds it (the API reads the same
+// type; make reindex writes the same documents).
+func DocumentOf(p Product) productsearch.Document {
 	d := productsearch.Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
 		PriceCents: p.PriceCents, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
 	if p.ReviewCount > 0 {
@@ -137,7 +138,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 
 // action renders a record as _bulk NDJSON.
 func action(rec events.DynamoDBEventRecord) ([]byte, error) {
-	var p product
+	var p Product
 	version := "external_gte"
 	switch rec.EventName {
 	case "INSERT", "MODIFY":
@@ -168,7 +169,7 @@ func action(rec events.DynamoDBEventRecord) ([]byte, error) {
 	}
 	b, _ := json.Marshal(map[string]any{"index": meta})
 	out.Write(append(b, '\n'))
-	doc, err := json.Marshal(document(p))
+	doc, err := json.Marshal(DocumentOf(p))
 	if err != nil {
 		return nil, err
 	}

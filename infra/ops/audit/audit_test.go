@@ -1,0 +1,400 @@
+package audit_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/infra/ops/audit"
+)
+
+func run(t *testing.T, a *audit.Auditor) audit.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := a.Run(ctx)
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	var out bytes.Buffer
+	rep.Write(&out)
+	t.Logf("report:\n%s", out.String())
+	return rep
+}
+
+// archiveKeys lists the orders archive.
+func archiveKeys(t *testing.T, f *fixture) []string {
+	t.Helper()
+	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String("orders/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
+}
+
+// TestAudit runs the audit's cases one after the other on one system and one
+// workload (each case leaves the counters exact for the next).
+func TestAudit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	us, ps := f.workload()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, *fixture, []string, []string)
+	}{
+		{"AgreesAndCountsArchivedOrders", agreesAndCountsArchivedOrders},
+		{"ArchiveDuplicatesCountOnce", archiveDuplicatesCountOnce},
+		{"RecordsInFlightAreNotDrift", recordsInFlightAreNotDrift},
+		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
+		{"RecountRepairsOnlyTheNamedItems", recountRepairsOnlyTheNamedItems},
+		{"UnreadableArchiveObjectFailsTheAudit", unreadableArchiveObjectFailsTheAudit},
+	} {
+		if !t.Run(c.name, func(t *testing.T) {
+			f.t = t
+			c.run(t, f, us, ps)
+		}) {
+			return
+		}
+	}
+}
+
+func agreesAndCountsArchivedOrders(t *testing.T, f *fixture, us, ps []string) {
+	if len(archiveKeys(t, f)) == 0 {
+		t.Fatal("got no archive object, want the delivered orders archived")
+	}
+	f.checkExact() // the processors did their job: the model and the tables agree
+
+	rep := run(t, f.auditor(audit.Config{}))
+	if len(rep.Drift) != 0 || rep.ExitCode() != 0 {
+		t.Errorf("got drift %+v exit %d, want none and 0", rep.Drift, rep.ExitCode())
+	}
+	if rep.ArchivedOrders != 9 || rep.Orders != 4 {
+		t.Errorf("got %d orders in the table and %d archived, want 4 and 9", rep.Orders, rep.ArchivedOrders)
+	}
+	if want := len(f.model.counts); rep.Items != want {
+		t.Errorf("got %d items judged, want %d", rep.Items, want)
+	}
+
+	// The same audit over an empty archive undercounts the users whose
+	// orders were archived: the archive is what makes them agree.
+	if _, err := f.sys.S3().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("empty")}); err != nil {
+		t.Fatal(err)
+	}
+	rep = run(t, f.auditor(audit.Config{Bucket: "empty"}))
+	got := map[string]bool{}
+	for _, d := range rep.Drift {
+		if d.Counter == "orderCount" {
+			got[d.Item.ID] = d.Stored > d.Computed
+		}
+	}
+	if !got[us[0]] || !got[us[2]] || rep.ExitCode() != 1 {
+		t.Errorf("without the archive: got orderCount drift %v exit %d, want users %s and %s over-counted and 1", got, rep.ExitCode(), us[0], us[2])
+	}
+}
+
+func reportsDriftThenRepairsIt(t *testing.T, f *fixture, us, ps []string) {
+	f.tamper(user(us[1]), "orderCount", 2)
+	f.tamper(user(us[2]), "lifetimeSpendCents", -700)
+	f.tamper(product(ps[0]), "unitsSold", -3)
+	f.tamper(product(ps[2]), "ratingTotal", 1)
+	f.tamper(product(ps[2]), "reviewCount", 1)
+	want := []audit.Drift{
+		{Item: user(us[1]), Counter: "orderCount", Stored: f.model.get(user(us[1]), "orderCount") + 2, Computed: f.model.get(user(us[1]), "orderCount")},
+		{Item: user(us[2]), Counter: "lifetimeSpendCents", Stored: f.model.get(user(us[2]), "lifetimeSpendCents") - 700, Computed: f.model.get(user(us[2]), "lifetimeSpendCents")},
+		{Item: product(ps[0]), Counter: "unitsSold", Stored: f.model.get(product(ps[0]), "unitsSold") - 3, Computed: f.model.get(product(ps[0]), "unitsSold")},
+		{Item: product(ps[2]), Counter: "reviewCount", Stored: f.model.get(product(ps[2]), "reviewCount") + 1, Computed: f.model.get(product(ps[2]), "reviewCount")},
+		{Item: product(ps[2]), Counter: "ratingTotal", Stored: f.model.get(product(ps[2]), "ratingTotal") + 1, Computed: f.model.get(product(ps[2]), "ratingTotal")},
+	}
+	sortDrift(want)
+
+	rep := run(t, f.auditor(audit.Config{}))
+	sortDrift(rep.Drift)
+	if diff := cmp.Diff(want, rep.Drift); diff != "" || rep.ExitCode() != 1 {
+		t.Fatalf("audit: exit %d (want 1), drift (-want +got):\n%s", rep.ExitCode(), diff)
+	}
+	var out bytes.Buffer
+	rep.Write(&out)
+	line := fmt.Sprintf("%s orderCount %d %d drift", user(us[1]), want[len(want)-2].Stored, want[len(want)-2].Computed)
+	found := false
+	for _, l := range strings.Split(out.String(), "\n") {
+		found = found || strings.Join(strings.Fields(l), " ") == line
+	}
+	if !found {
+		t.Errorf("report %q has no line %q (item, counter, stored, computed)", out.String(), line)
+	}
+	_, v := f.stored(product(ps[0]))
+
+	rep = run(t, f.auditor(audit.Config{Repair: true}))
+	for i := range want {
+		want[i].Repaired = true
+	}
+	sortDrift(rep.Drift)
+	if diff := cmp.Diff(want, rep.Drift); diff != "" || rep.ExitCode() != 0 {
+		t.Fatalf("repair: exit %d (want 0), drift (-want +got):\n%s", rep.ExitCode(), diff)
+	}
+	f.checkExact()
+	if _, v2 := f.stored(product(ps[0])); v2 != v+1 {
+		t.Errorf("repaired product version: got %d, want %d (one write)", v2, v+1)
+	}
+	_, uv := f.stored(user(us[0]))
+	rep = run(t, f.auditor(audit.Config{Repair: true}))
+	if len(rep.Drift) != 0 || rep.ExitCode() != 0 {
+		t.Errorf("after repair: got drift %+v exit %d, want none and 0", rep.Drift, rep.ExitCode())
+	}
+	if _, uv2 := f.stored(user(us[0])); uv2 != uv {
+		t.Errorf("a right counter item was written: version %d, then %d", uv, uv2)
+	}
+}
+
+func sortDrift(ds []audit.Drift) {
+	sort.Slice(ds, func(i, j int) bool {
+		if ds[i].Item != ds[j].Item {
+			return ds[i].Item.String() < ds[j].Item.String()
+		}
+		return ds[i].Counter < ds[j].Counter
+	})
+}
+
+func recordsInFlightAreNotDrift(t *testing.T, f *fixture, us, ps []string) {
+	// Between the first reading of the counters and the reading of the
+	// tables, new orders and reviews land: the tables count them, the
+	// counters do not yet.
+	var hooked atomic.Int32
+	a := f.auditor(audit.Config{Repair: true, BeforeSource: func(round int) {
+		if round != 1 {
+			return
+		}
+		hooked.Add(1)
+		f.mustOrder(us[0], []string{ps[0], ps[1]}, []int{3, 1})
+		f.mustOrder(us[3], []string{ps[0]}, []int{2})
+		if err := f.review(ps[3], us[0], 2); err != nil {
+			t.Error(err)
+		}
+	}})
+	rep := run(t, a)
+	if hooked.Load() != 1 {
+		t.Fatal("the hook did not run")
+	}
+	if len(rep.Drift) != 0 || rep.ExitCode() != 0 || rep.Rounds < 2 {
+		t.Errorf("got drift %+v, exit %d, %d rounds; want none, 0, and at least 2 rounds", rep.Drift, rep.ExitCode(), rep.Rounds)
+	}
+	f.idle()
+	f.checkExact()
+}
+
+func TestRepairUnderOrderLoad(t *testing.T) {
+	t.Parallel()
+	f := newFixtureRetention(t, time.Hour)
+	us, ps := f.workload()
+	// Drift on items the load hits and on items it does not.
+	f.tamper(user(us[0]), "orderCount", 3)
+	f.tamper(product(ps[0]), "unitsSold", 4)
+	f.tamper(user(us[3]), "lifetimeSpendCents", 999)
+	f.tamper(product(ps[3]), "ratingTotal", -2)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var placed, cancelled atomic.Int64
+	for w := range 4 {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			for ctx.Err() == nil {
+				u := us[rnd.IntN(3)] // us[3] is left alone
+				p := ps[rnd.IntN(3)]
+				o, err := f.order(u, []string{p}, []int{1 + rnd.IntN(3)})
+				if err != nil {
+					t.Errorf("place order: %v", err)
+					return
+				}
+				placed.Add(1)
+				if rnd.IntN(4) == 0 {
+					if err := f.cancel(o); err != nil {
+						t.Errorf("cancel: %v", err)
+						return
+					}
+					cancelled.Add(1)
+				}
+				if rnd.IntN(5) == 0 {
+					if err := f.review(p, u, 1+rnd.IntN(5)); err != nil {
+						t.Errorf("review: %v", err)
+						return
+					}
+				}
+			}
+		})
+	}
+	time.AfterFunc(4*time.Second, stop)
+	time.Sleep(300 * time.Millisecond)
+	rep := run(t, f.auditor(audit.Config{Repair: true}))
+	loadOver := ctx.Err() != nil
+	stop()
+	wg.Wait()
+	t.Logf("load: %d orders placed, %d cancelled; audit over before the load: %v", placed.Load(), cancelled.Load(), !loadOver)
+	if placed.Load() < 10 {
+		t.Fatalf("got %d orders during the audit, want a load", placed.Load())
+	}
+	if rep.ExitCode() != 0 || len(rep.Remaining()) != 0 {
+		t.Errorf("audit+repair under load: exit %d, remaining %+v, unsettled %v", rep.ExitCode(), rep.Remaining(), rep.Unsettled)
+	}
+	repaired := map[audit.Item]bool{}
+	for _, d := range rep.Drift {
+		repaired[d.Item] = true
+	}
+	for _, it := range []audit.Item{user(us[0]), product(ps[0]), user(us[3]), product(ps[3])} {
+		if !repaired[it] {
+			t.Errorf("%s: not repaired (drift %+v)", it, rep.Drift)
+		}
+	}
+	if len(repaired) != 4 {
+		t.Errorf("got %d items repaired, want the 4 tampered: %+v", len(repaired), rep.Drift)
+	}
+	f.idle()
+	f.checkExact()
+	if rep := run(t, f.auditor(audit.Config{})); rep.ExitCode() != 0 {
+		t.Errorf("after the load: exit %d, drift %+v", rep.ExitCode(), rep.Drift)
+	}
+}
+
+func recountRepairsOnlyTheNamedItems(t *testing.T, f *fixture, us, ps []string) {
+	f.tamper(user(us[1]), "reviewCount", 1)
+	f.tamper(product(ps[1]), "unitsSold", 2)
+	f.tamper(user(us[2]), "orderCount", 1) // not named
+	rep, err := f.auditor(audit.Config{Repair: true}).Recount(context.Background(), []audit.Item{user(us[1]), product(ps[1]), user(us[0])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Items != 3 || len(rep.Drift) != 2 || rep.ExitCode() != 0 {
+		t.Fatalf("recount: got %d items, drift %+v, exit %d; want 3 items, 2 counters repaired, 0", rep.Items, rep.Drift, rep.ExitCode())
+	}
+	if got, _ := f.stored(user(us[2])); got["orderCount"] != f.model.get(user(us[2]), "orderCount")+1 {
+		t.Errorf("an item not named was changed: orderCount %d", got["orderCount"])
+	}
+	if got, _ := f.stored(product(ps[1])); got["unitsSold"] != f.model.get(product(ps[1]), "unitsSold") {
+		t.Errorf("unitsSold of %s: got %d, want %d", ps[1], got["unitsSold"], f.model.get(product(ps[1]), "unitsSold"))
+	}
+}
+
+func gz(lines ...string) []byte {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	for _, l := range lines {
+		io.WriteString(zw, l+"\n")
+	}
+	zw.Close()
+	return b.Bytes()
+}
+
+func (f *fixture) put(key string, body []byte) {
+	f.t.Helper()
+	if _, err := f.sys.S3().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) get(key string) []byte {
+	f.t.Helper()
+	out, err := f.sys.S3().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: aws.String(key)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer out.Body.Close()
+	b, _ := io.ReadAll(out.Body)
+	return b
+}
+
+func archiveDuplicatesCountOnce(t *testing.T, f *fixture, us, ps []string) {
+	keys := archiveKeys(t, f)
+	// A line in two objects (a resumed batch), and an order that is both in
+	// the table and in the archive (TTL removed it while the table was read).
+	f.put("orders/year=2031/month=01/day=01/copy.jsonl.gz", f.get(keys[0]))
+	o := f.mustOrder(us[1], []string{ps[0]}, []int{1})
+	line := fmt.Sprintf(`{"eventId":"e-table","table":"orders","keys":{},"removedAt":"2031-01-01T00:00:00Z","item":{"userId":%q,"orderId":%q,"status":"PLACED","totalCents":%d,"lines":[{"productId":%q,"quantity":1}]}}`,
+		us[1], o.OrderID, o.TotalCents, o.Lines[0].ProductID)
+	f.put("orders/year=2031/month=01/day=02/also-in-table.jsonl.gz", gz(line))
+	f.idle()
+	rep := run(t, f.auditor(audit.Config{}))
+	if len(rep.Drift) != 0 || rep.ExitCode() != 0 || rep.ArchivedOrders != 9 {
+		t.Errorf("got drift %+v, exit %d, %d archived; want none, 0, 9", rep.Drift, rep.ExitCode(), rep.ArchivedOrders)
+	}
+}
+
+func TestCorruptArchiveInputIsReportedAndBlocksRepair(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	us, _ := f.workload()
+	good := f.get(archiveKeys(t, f)[0])
+	zr, err := gzip.NewReader(bytes.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	f.put("orders/year=2031/month=01/day=01/lines.jsonl.gz", gz(
+		`{"eventId":"e1","table":"orders","item":{"userId":"u9","orderId":"o9","status":"PLACED","totalCents":5,"lines":[{"productId":"p9","quantity":1}]}}`,
+		`{"eventId":"e2","table":"orders","item":{"userId":`,
+		`{"eventId":"e3","table":"carts","item":{}}`,
+	))
+	f.put("orders/year=2031/month=01/day=01/not-gzip.jsonl.gz", plain)
+	truncated := good[:len(good)-6]
+	f.put("orders/year=2031/month=01/day=01/truncated.jsonl.gz", truncated)
+	f.tamper(user(us[1]), "orderCount", 1)
+
+	rep := run(t, f.auditor(audit.Config{Repair: true}))
+	type at struct {
+		obj  string
+		line int
+	}
+	var got []at
+	for _, p := range rep.Problems {
+		got = append(got, at{p.Where[strings.LastIndex(p.Where, "/")+1:], p.Line})
+	}
+	want := []at{{"lines.jsonl.gz", 2}, {"lines.jsonl.gz", 3}, {"not-gzip.jsonl.gz", 0}}
+	if len(got) != 4 || !cmp.Equal(got[:3], want, cmp.AllowUnexported(at{})) || got[3].obj != "truncated.jsonl.gz" {
+		t.Errorf("problems: got %v, want %v and truncated.jsonl.gz", got, want)
+	}
+	// The audit went on: the tampered counter is found, and not repaired
+	// from incomplete input; the readable line counted (user u9 does not
+	// exist, so it changes nothing).
+	if len(rep.Drift) != 1 || rep.Drift[0].Item != user(us[1]) || rep.Drift[0].Repaired || rep.ExitCode() != 1 {
+		t.Errorf("got drift %+v exit %d, want the tampered counter, unrepaired, and 1", rep.Drift, rep.ExitCode())
+	}
+}
+
+// failingGet is the local S3 with one object that cannot be fetched.
+type failingGet struct {
+	audit.Archive
+	key string
+}
+
+func (s failingGet) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	if aws.ToString(in.Key) == s.key {
+		return nil, errors.New("AccessDenied: injected")
+	}
+	return s.Archive.GetObject(ctx, in, opts...)
+}
+
+func unreadableArchiveObjectFailsTheAudit(t *testing.T, f *fixture, us, ps []string) {
+	key := archiveKeys(t, f)[0]
+	_, err := f.auditor(audit.Config{S3: failingGet{f.sys.S3(), key}}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), key) {
+		t.Errorf("got %v, want an error naming %s", err, key)
+	}
+}

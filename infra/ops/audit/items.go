@@ -1,0 +1,173 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/ops/scan"
+)
+
+// keyName is the partition key of each kind's table.
+var keyName = map[Kind]string{User: "userId", Product: "productId"}
+
+func (a *Auditor) table(k Kind) string {
+	if k == User {
+		return a.cfg.Tables.Users
+	}
+	return a.cfg.Tables.Products
+}
+
+// readItems reads the counters and version of the items in set with strongly
+// consistent reads; nil reads every user and product (parallel scans).
+func (a *Auditor) readItems(ctx context.Context, set map[Item]bool) (map[Item]reading, error) {
+	out := map[Item]reading{}
+	var mu sync.Mutex
+	keep := func(k Kind, item map[string]types.AttributeValue) error {
+		it, r, err := decodeReading(k, item)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[it] = r
+		mu.Unlock()
+		return nil
+	}
+	if set == nil {
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, k := range []Kind{User, Product} {
+			wg.Go(func() {
+				errs[i] = scan.Table(ctx, a.cfg.DB, scan.Input{
+					Table: a.table(k), Segments: a.cfg.Segments, Consistent: true,
+					Projection: append([]string{keyName[k], "version"}, Counters[k]...),
+				}, func(items []map[string]types.AttributeValue) error {
+					for _, item := range items {
+						if err := keep(k, item); err != nil {
+							return err
+						}
+					}
+					a.cfg.Progress.Add(string(k)+"s read", int64(len(items)))
+					return nil
+				})
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("read counter items: %w", err)
+		}
+		return out, nil
+	}
+	items := sortedItems(set)
+	for start := 0; start < len(items); start += 100 {
+		chunk := items[start:min(start+100, len(items))]
+		req := map[string]types.KeysAndAttributes{}
+		for _, it := range chunk {
+			t := a.table(it.Kind)
+			ka := req[t]
+			ka.ConsistentRead = aws.Bool(true)
+			ka.Keys = append(ka.Keys, map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}})
+			req[t] = ka
+		}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				if err := sleep(ctx, backoff(attempt)); err != nil {
+					return nil, err
+				}
+			}
+			res, err := a.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("read counter items: %w", err)
+			}
+			for t, got := range res.Responses {
+				k := User
+				if t == a.cfg.Tables.Products {
+					k = Product
+				}
+				for _, item := range got {
+					if err := keep(k, item); err != nil {
+						return nil, err
+					}
+				}
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+func backoff(attempt int) time.Duration {
+	return min(10*time.Millisecond<<min(attempt, 7), time.Second)
+}
+
+func decodeReading(k Kind, item map[string]types.AttributeValue) (Item, reading, error) {
+	id, ok := item[keyName[k]].(*types.AttributeValueMemberS)
+	if !ok {
+		return Item{}, reading{}, fmt.Errorf("%s item without %s", k, keyName[k])
+	}
+	it := Item{Kind: k, ID: id.Value}
+	r := reading{counts: map[string]int64{}}
+	for _, name := range append([]string{"version"}, Counters[k]...) {
+		av, present := item[name]
+		if !present {
+			continue
+		}
+		n, ok := av.(*types.AttributeValueMemberN)
+		if !ok {
+			return it, r, fmt.Errorf("%s: %s: %w", it, name, errNotNumber)
+		}
+		v, err := parseInt(n.Value)
+		if err != nil {
+			return it, r, fmt.Errorf("%s: %s: %w", it, name, err)
+		}
+		if name == "version" {
+			r.version = v
+		} else {
+			r.counts[name] = v
+		}
+	}
+	return it, r, nil
+}
+
+// repair sets the drifting counters of it to their computed values, on the
+// condition that the item is still at the version that was judged. It
+// reports false when the item moved (or went) since.
+func (a *Auditor) repair(ctx context.Context, it Item, version int64, diffs []Drift) (bool, error) {
+	upd := expression.Add(expression.Name("version"), expression.Value(1))
+	for _, d := range diffs {
+		upd = upd.Set(expression.Name(d.Counter), expression.Value(d.Computed))
+	}
+	cond := expression.AttributeExists(expression.Name(keyName[it.Kind]))
+	if version == 0 {
+		cond = cond.And(expression.AttributeNotExists(expression.Name("version")))
+	} else {
+		cond = cond.And(expression.Name("version").Equal(expression.Value(version)))
+	}
+	e, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return false, fmt.Errorf("repair %s: %w", it, err)
+	}
+	_, err = a.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(a.table(it.Kind)),
+		Key:                       map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}},
+		UpdateExpression:          e.Update(),
+		ConditionExpression:       e.Condition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("repair %s: %w", it, err)
+	}
+	return true, nil
+}

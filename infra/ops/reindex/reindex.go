@@ -1,0 +1,449 @@
+// Package reindex rebuilds the search index `products` from the products table
+// while traffic and the stream indexer run: every product is written with its
+// own version as an external version (external_gte), so a newer change the
+// indexer already wrote is never overwritten, and the documents of products
+// that no longer exist are deleted with a version no write of theirs can
+// reach (docs/operations.md).
+package reindex
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
+	"github.com/shopstream/shopstream/infra/ops/progress"
+	"github.com/shopstream/shopstream/infra/ops/scan"
+)
+
+// DeletedVersion is the external version of the delete that removes the
+// document of a product that no longer exists. The product's last version is
+// gone with it, so "its version + 1" (the indexer's rule) is unknown here; a
+// late write of the product carries at most that last version, and product
+// versions count writes, so no product ever comes near 2^62. Product ids are
+// ULIDs, never reused: nothing legitimate is ever refused by it.
+const DeletedVersion int64 = 1 << 62
+
+// DB is the part of the DynamoDB client the reindex uses.
+type DB interface {
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// Search sends a request to the search service (opensearch.Client does,
+// signing it for Amazon OpenSearch Service when configured to).
+type Search interface {
+	Perform(*http.Request) (*http.Response, error)
+}
+
+// Config configures a reindex.
+type Config struct {
+	DB     DB
+	Search Search
+	// Products is the products table's physical name.
+	Products string
+	// Segments is the number of parallel scan segments (default 4).
+	Segments int
+	// BatchSize is the number of documents per _bulk request (default 500).
+	BatchSize int
+	Progress  *progress.Meter
+}
+
+// Report is what a reindex did.
+type Report struct {
+	// Indexed documents were written; Newer ones were refused because the
+	// index already held a newer version (the live indexer's).
+	Indexed, Newer int
+	// Deleted documents belonged to products that no longer exist.
+	Deleted int
+	// Failed lists the documents the service refused for another reason.
+	Failed []string
+}
+
+// Run rebuilds the index.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.Segments <= 0 {
+		cfg.Segments = 4
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	r := &run{cfg: cfg, seen: map[string]bool{}}
+	if err := r.ensureIndex(ctx); err != nil {
+		return Report{}, err
+	}
+	err := scan.Table(ctx, cfg.DB, scan.Input{Table: cfg.Products, Segments: cfg.Segments, PageSize: int32(cfg.BatchSize), Consistent: true},
+		func(items []map[string]types.AttributeValue) error { return r.index(ctx, items) })
+	if err != nil {
+		return r.report(), fmt.Errorf("reindex: %w", err)
+	}
+	if err := r.removeStale(ctx); err != nil {
+		return r.report(), fmt.Errorf("reindex: %w", err)
+	}
+	return r.report(), nil
+}
+
+type run struct {
+	cfg  Config
+	mu   sync.Mutex
+	seen map[string]bool
+	rep  Report
+}
+
+func (r *run) report() Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.rep
+	out.Failed = append([]string(nil), r.rep.Failed...)
+	sort.Strings(out.Failed)
+	return out
+}
+
+// call sends one request and returns the status and the answer's body; an
+// error only when the request could not be made or answered.
+func (r *run) call(ctx context.Context, method, path string, body []byte, contentType string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "/"+strings.TrimPrefix(path, "/"), bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := r.cfg.Search.Perform(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// decode reads an answer, or names what came back instead.
+func decode(status int, raw []byte, out any) error {
+	if status >= 300 {
+		return fmt.Errorf("status %d: %.300s", status, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}
+
+// ensureIndex creates the index with the indexer's mapping when it is
+// missing, and checks that an existing one can be walked by productId.
+func (r *run) ensureIndex(ctx context.Context) error {
+	status, raw, err := r.call(ctx, http.MethodPut, indexing.Index, []byte(indexing.Mapping), "application/json")
+	var e struct {
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	switch {
+	case err != nil:
+		return fmt.Errorf("create index %s: %w", indexing.Index, err)
+	case status < 300:
+		r.cfg.Progress.Note("created index %s", indexing.Index)
+		return nil
+	case e.Error.Type != "resource_already_exists_exception":
+		return fmt.Errorf("create index %s: status %d: %.300s", indexing.Index, status, raw)
+	}
+	var mapping map[string]struct {
+		Mappings struct {
+			Properties map[string]struct {
+				Type string `json:"type"`
+			} `json:"properties"`
+		} `json:"mappings"`
+	}
+	status, raw, err = r.call(ctx, http.MethodGet, indexing.Index+"/_mapping", nil, "")
+	if err == nil {
+		err = decode(status, raw, &mapping)
+	}
+	if err != nil {
+		return fmt.Errorf("read mapping of %s: %w", indexing.Index, err)
+	}
+	for name, m := range mapping {
+		if t := m.Mappings.Properties["productId"].Type; t != "keyword" {
+			return fmt.Errorf("index %s (%s) maps productId as %q, not keyword: it was not created from the indexer's mapping; drop it and run the reindex again", indexing.Index, name, t)
+		}
+	}
+	return nil
+}
+
+// bulkItem is one result of a _bulk request.
+type bulkItem struct {
+	ID     string `json:"_id"`
+	Status int    `json:"status"`
+	Error  *struct {
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+	} `json:"error"`
+}
+
+// maxAttempts bounds how often a document the service answered with 429 or
+// 5xx is sent again.
+const maxAttempts = 5
+
+// bulk sends actions (one per document: meta line and, for an index, the
+// document) and returns the result of each, sending again those the service
+// was too busy for.
+func (r *run) bulk(ctx context.Context, ids []string, actions [][]byte) (map[string]bulkItem, error) {
+	results := map[string]bulkItem{}
+	pending := make([]int, len(ids))
+	for i := range pending {
+		pending[i] = i
+	}
+	for attempt := 1; len(pending) > 0; attempt++ {
+		var body bytes.Buffer
+		for _, i := range pending {
+			body.Write(actions[i])
+		}
+		var out struct {
+			Items []map[string]bulkItem `json:"items"`
+		}
+		status, raw, err := r.call(ctx, http.MethodPost, indexing.Index+"/_bulk", body.Bytes(), "application/x-ndjson")
+		if err == nil {
+			err = decode(status, raw, &out)
+		}
+		if err == nil && len(out.Items) != len(pending) {
+			err = fmt.Errorf("%d results for %d actions", len(out.Items), len(pending))
+		}
+		if err != nil {
+			if attempt >= maxAttempts {
+				return nil, fmt.Errorf("bulk: %w", err)
+			}
+			if err := sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var again []int
+		for k, item := range out.Items {
+			for _, res := range item {
+				i := pending[k]
+				if (res.Status == http.StatusTooManyRequests || res.Status >= 500) && attempt < maxAttempts {
+					again = append(again, i)
+					continue
+				}
+				results[ids[i]] = res
+			}
+		}
+		pending = again
+		if len(pending) > 0 {
+			if err := sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return results, nil
+}
+
+// index writes one page of products, each with its own version.
+func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue) error {
+	var ids []string
+	var actions [][]byte
+	for _, item := range items {
+		var p indexing.Product
+		if err := attributevalue.UnmarshalMap(item, &p); err != nil || p.ProductID == "" || p.Version < 1 {
+			r.mu.Lock()
+			r.rep.Failed = append(r.rep.Failed, fmt.Sprintf("%s: product item without productId or version (%v)", p.ProductID, err))
+			r.mu.Unlock()
+			continue
+		}
+		meta, _ := json.Marshal(map[string]any{"index": map[string]any{"_id": p.ProductID, "version": p.Version, "version_type": "external_gte"}})
+		doc, err := json.Marshal(indexing.DocumentOf(p))
+		if err != nil {
+			return fmt.Errorf("product %s: %w", p.ProductID, err)
+		}
+		ids = append(ids, p.ProductID)
+		actions = append(actions, append(append(append(meta, '\n'), doc...), '\n'))
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		r.seen[id] = true
+	}
+	r.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	results, err := r.bulk(ctx, ids, actions)
+	if err != nil {
+		return err
+	}
+	r.count(results, "index")
+	return nil
+}
+
+func (r *run) count(results map[string]bulkItem, op string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, res := range results {
+		switch {
+		case res.Status >= 200 && res.Status < 300:
+			if op == "delete" {
+				r.rep.Deleted++
+			} else {
+				r.rep.Indexed++
+			}
+		case res.Status == http.StatusConflict:
+			if op == "delete" {
+				r.rep.Deleted++ // a newer tombstone is there already
+			} else {
+				r.rep.Newer++
+			}
+		case res.Status == http.StatusNotFound && op == "delete":
+		default:
+			reason := ""
+			if res.Error != nil {
+				reason = res.Error.Type + ": " + res.Error.Reason
+			}
+			r.rep.Failed = append(r.rep.Failed, fmt.Sprintf("%s: %s status %d %s", id, op, res.Status, reason))
+		}
+	}
+	r.cfg.Progress.Add(op+"ed", int64(len(results)))
+}
+
+// removeStale walks the index by productId and deletes the documents of
+// products the scan did not see and a consistent read does not find.
+func (r *run) removeStale(ctx context.Context) error {
+	after := ""
+	for {
+		query := map[string]any{"match_all": map[string]any{}}
+		if after != "" {
+			query = map[string]any{"range": map[string]any{"productId": map[string]any{"gt": after}}}
+		}
+		body, _ := json.Marshal(map[string]any{
+			"size": 1000, "sort": []any{map[string]any{"productId": "asc"}},
+			"query": query, "_source": []string{"productId"},
+		})
+		var out struct {
+			Hits struct {
+				Hits []struct {
+					ID     string `json:"_id"`
+					Source struct {
+						ProductID string `json:"productId"`
+					} `json:"_source"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		status, raw, err := r.call(ctx, http.MethodPost, indexing.Index+"/_search", body, "application/json")
+		if err == nil {
+			err = decode(status, raw, &out)
+		}
+		if err != nil {
+			return fmt.Errorf("walk index %s after %q: %w", indexing.Index, after, err)
+		}
+		hits := out.Hits.Hits
+		if len(hits) == 0 {
+			return nil
+		}
+		var unseen []string
+		r.mu.Lock()
+		for _, h := range hits {
+			if !r.seen[h.ID] {
+				unseen = append(unseen, h.ID)
+			}
+		}
+		r.mu.Unlock()
+		r.cfg.Progress.Add("documents walked", int64(len(hits)))
+		if err := r.deleteGone(ctx, unseen); err != nil {
+			return err
+		}
+		next := hits[len(hits)-1].Source.ProductID
+		if next == "" || next <= after {
+			return fmt.Errorf("walk index %s: document %s has no productId to page by", indexing.Index, hits[len(hits)-1].ID)
+		}
+		after = next
+	}
+}
+
+// deleteGone deletes the documents of the ids whose product a consistent read
+// does not find. One that exists was created after the scan: the indexer has
+// it.
+func (r *run) deleteGone(ctx context.Context, ids []string) error {
+	for start := 0; start < len(ids); start += 100 {
+		chunk := ids[start:min(start+100, len(ids))]
+		exists, err := r.existing(ctx, chunk)
+		if err != nil {
+			return err
+		}
+		var gone []string
+		var actions [][]byte
+		for _, id := range chunk {
+			if exists[id] {
+				continue
+			}
+			meta, _ := json.Marshal(map[string]any{"delete": map[string]any{"_id": id, "version": DeletedVersion, "version_type": "external_gte"}})
+			gone = append(gone, id)
+			actions = append(actions, append(meta, '\n'))
+		}
+		if len(gone) == 0 {
+			continue
+		}
+		results, err := r.bulk(ctx, gone, actions)
+		if err != nil {
+			return err
+		}
+		r.count(results, "delete")
+	}
+	return nil
+}
+
+func (r *run) existing(ctx context.Context, ids []string) (map[string]bool, error) {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: id}}
+	}
+	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(expression.Name("productId"))).Build()
+	if err != nil {
+		return nil, err
+	}
+	req := map[string]types.KeysAndAttributes{r.cfg.Products: {Keys: keys, ConsistentRead: aws.Bool(true),
+		ProjectionExpression: proj.Projection(), ExpressionAttributeNames: proj.Names()}}
+	out := map[string]bool{}
+	for attempt := 0; len(req) > 0; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, min(10*time.Millisecond<<min(attempt, 7), time.Second)); err != nil {
+				return nil, err
+			}
+		}
+		res, err := r.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, fmt.Errorf("read products: %w", err)
+		}
+		for _, item := range res.Responses[r.cfg.Products] {
+			if id, ok := item["productId"].(*types.AttributeValueMemberS); ok {
+				out[id.Value] = true
+			}
+		}
+		req = res.UnprocessedKeys
+	}
+	return out, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
