@@ -45,8 +45,8 @@ func TestAuditAndReindexCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := d.sys.DynamoDB().UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName: aws.String(tables.Physical(d.prefix, tables.Users)),
-		Key:       map[string]types.AttributeValue{"userId": &types.AttributeValueMemberS{Value: "u1"}},
+		TableName:        aws.String(tables.Physical(d.prefix, tables.Users)),
+		Key:              map[string]types.AttributeValue{"userId": &types.AttributeValueMemberS{Value: "u1"}},
 		UpdateExpression: e.Update(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	}); err != nil {
 		t.Fatal(err)
