@@ -1,0 +1,89 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shopstream/shopstream/shared/wiring"
+)
+
+// fakeFunction fails the records in bad: by a partial batch response, or,
+// with crash, by failing the whole invocation; flaky fails every record the
+// first flaky invocations. It records the batches it was given.
+type fakeFunction struct {
+	bad     map[string]bool
+	crash   bool
+	flaky   int
+	batches []string
+}
+
+func (f *fakeFunction) Invoke(_ context.Context, _ string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var seqs []string
+	var resp events.DynamoDBEventResponse
+	for _, r := range ev.Records {
+		seqs = append(seqs, r.Change.SequenceNumber)
+		if f.bad[r.Change.SequenceNumber] || f.flaky > 0 {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})
+		}
+	}
+	f.batches = append(f.batches, strings.Join(seqs, ","))
+	if f.flaky > 0 {
+		f.flaky--
+	}
+	if f.crash && len(resp.BatchItemFailures) > 0 {
+		return events.DynamoDBEventResponse{}, errors.New("boom")
+	}
+	return resp, nil
+}
+
+func records(n int) []events.DynamoDBEventRecord {
+	recs := make([]events.DynamoDBEventRecord, n)
+	for i := range recs {
+		recs[i].Change.SequenceNumber = fmt.Sprint(i + 1)
+	}
+	return recs
+}
+
+func TestDriveFollowsTheMappingAndIsolatesWhatFails(t *testing.T) {
+	cases := []struct {
+		name        string
+		f           fakeFunction
+		n           int
+		wantFailed  string
+		wantBatches string
+	}{
+		{"all succeed", fakeFunction{}, 4, "", "1,2,3,4"},
+		{"a transient failure is retried", fakeFunction{flaky: 1}, 3, "", "1,2,3 1,2,3"},
+		{"partial response: remainder retried as it is, then the records not named tried alone",
+			fakeFunction{bad: map[string]bool{"2": true}}, 4, "2", "1,2,3,4 2,3,4 2,3,4 3,4"},
+		{"two named records stay, in order", fakeFunction{bad: map[string]bool{"3": true, "1": true}}, 4, "1,3", "1,2,3,4 1,2,3,4 1,2,3,4 2,4"},
+		{"function error: bisected down to the record", fakeFunction{bad: map[string]bool{"3": true}, crash: true}, 4,
+			"3", "1,2,3,4 1,2 3,4 3 3 3 4"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &run{cfg: Config{Invoker: &c.f, Retries: 2, Logger: slog.New(slog.DiscardHandler)}}
+			m := wiring.Mappings()[0]
+			d := r.drive(context.Background(), m, records(c.n))
+			var failed []string
+			for _, rec := range d.failed {
+				failed = append(failed, rec.Change.SequenceNumber)
+			}
+			if got := strings.Join(failed, ","); got != c.wantFailed {
+				t.Errorf("failed: got %q, want %q", got, c.wantFailed)
+			}
+			if got := strings.Join(c.f.batches, " "); got != c.wantBatches {
+				t.Errorf("invocations: got %q, want %q", got, c.wantBatches)
+			}
+			if d.invocations != len(c.f.batches) {
+				t.Errorf("invocation count: got %d, want %d", d.invocations, len(c.f.batches))
+			}
+		})
+	}
+}
