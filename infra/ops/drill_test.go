@@ -33,7 +33,7 @@ import (
 // DynamoDB Local, with short retry settings on its mappings so that an
 // incident discards batches in seconds.
 type drill struct {
-	t      *testing.T
+	t      testing.TB
 	sys    *system.System
 	prefix string
 	s3     *s3.Client
@@ -44,7 +44,7 @@ type drillOptions struct {
 	counterMarkerTTL time.Duration
 }
 
-func startDrill(t *testing.T, o drillOptions) *drill {
+func startDrill(t testing.TB, o drillOptions) *drill {
 	t.Helper()
 	prefix := stacktest.OwnPrefix(t)
 	var ms []wiring.Mapping
@@ -261,7 +261,7 @@ func (d *drill) clearFaults() {
 }
 
 // eventually polls check until it returns "" or a minute passed.
-func eventually(t *testing.T, what string, check func() string) {
+func eventually(t testing.TB, what string, check func() string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
