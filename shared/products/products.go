@@ -56,13 +56,18 @@ type New struct {
 	Stock       *int64 `json:"stock"`
 }
 
-// Patch is the body of a product change; nil fields stay as they are.
+// Patch is the body of a product change; nil fields stay as they are. Stock
+// changes by StockDelta (units added, or removed when negative), applied
+// atomically, so orders placed meanwhile keep their decrements; an absolute
+// Stock replaces whatever sales happened since it was read, so it needs the
+// version it was read at (If-Match).
 type Patch struct {
 	Name        *string `json:"name"`
 	Description *string `json:"description"`
 	Category    *string `json:"category"`
 	PriceCents  *int64  `json:"priceCents"`
 	Stock       *int64  `json:"stock"`
+	StockDelta  *int64  `json:"stockDelta"`
 }
 
 // Validate returns an errcode.Invalid error listing every invalid field.
@@ -79,8 +84,14 @@ func (n New) Validate() error {
 // Validate returns an errcode.Invalid error listing every invalid field.
 func (p Patch) Validate() error {
 	var f errcode.Fields
-	if p.Name == nil && p.Description == nil && p.Category == nil && p.PriceCents == nil && p.Stock == nil {
+	if p.Name == nil && p.Description == nil && p.Category == nil && p.PriceCents == nil && p.Stock == nil && p.StockDelta == nil {
 		f.Add("", "at least one field is required")
+	}
+	switch d := p.StockDelta; {
+	case d != nil && p.Stock != nil:
+		f.Add("stockDelta", "cannot be sent with stock")
+	case d != nil && (*d < -MaxStock || *d > MaxStock):
+		f.Add("stockDelta", "must be from %d to %d", -MaxStock, MaxStock)
 	}
 	if p.Name != nil {
 		checkText(&f, "name", *p.Name, MaxNameLen, true)

@@ -67,8 +67,10 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	return p, nil
 }
 
-// PatchProduct changes the given fields of product id. Codes: NotFound,
-// PreconditionFailed.
+// PatchProduct changes the given fields of product id. A StockDelta is added
+// in the same write, on the condition that the stock stays within 0 and
+// products.MaxStock. Codes: NotFound, PreconditionFailed, Conflict (the delta
+// would take the stock out of range).
 func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, ifMatch *int64) (products.Product, error) {
 	upd := expression.Set(expression.Name("updatedAt"), expression.Value(s.stamp())).
 		Add(expression.Name("version"), expression.Value(1))
@@ -91,6 +93,14 @@ func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, i
 	if ifMatch != nil {
 		cond = cond.And(expression.Name("version").Equal(expression.Value(*ifMatch)))
 	}
+	if d := p.StockDelta; d != nil {
+		upd = upd.Add(expression.Name("stock"), expression.Value(*d))
+		if *d < 0 {
+			cond = cond.And(expression.Name("stock").GreaterThanEqual(expression.Value(-*d)))
+		} else {
+			cond = cond.And(expression.Name("stock").LessThanEqual(expression.Value(products.MaxStock - *d)))
+		}
+	}
 	e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.t.Products), Key: productKey(id),
@@ -103,7 +113,19 @@ func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, i
 		if ccf.Item == nil {
 			return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
 		}
-		return products.Product{}, errcode.Errorf(errcode.PreconditionFailed, "product %s is not at version %d", id, *ifMatch)
+		old, err := decodeProduct(ccf.Item)
+		switch {
+		case err != nil:
+			return products.Product{}, fmt.Errorf("patch product %s: %w", id, err)
+		case ifMatch != nil && old.Version != *ifMatch:
+			return products.Product{}, errcode.Errorf(errcode.PreconditionFailed, "product %s is not at version %d", id, *ifMatch)
+		case p.StockDelta == nil:
+			return products.Product{}, fmt.Errorf("patch product %s: condition failed at version %d: %w", id, old.Version, err)
+		}
+		return products.Product{}, &errcode.Error{
+			Code: errcode.Conflict, Products: []string{id},
+			Message: fmt.Sprintf("product %s has %d in stock: a change of %d would take it out of 0..%d", id, old.Stock, *p.StockDelta, products.MaxStock),
+		}
 	}
 	if err != nil {
 		return products.Product{}, fmt.Errorf("patch product %s: %w", id, classify(err))

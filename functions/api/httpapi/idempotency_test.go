@@ -69,7 +69,7 @@ func TestIdempotencyKeys(t *testing.T) {
 		big := map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 500}}}
 		r := e.do("POST", "/users/ida/orders", ida, big, "Idempotency-Key", "k-short")
 		want(t, r, 409, "conflict")
-		want(t, e.do("PATCH", "/products/"+p, adminCaller("root"), map[string]any{"stock": 1000}), 200)
+		want(t, e.do("PATCH", "/products/"+p, adminCaller("root"), map[string]any{"stockDelta": 1000}), 200)
 		again := e.do("POST", "/users/ida/orders", ida, big, "Idempotency-Key", "k-short")
 		want(t, again, 409, "conflict")
 		if again.Body != r.Body {

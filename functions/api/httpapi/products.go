@@ -46,6 +46,10 @@ func (h *Handler) patchProduct(w http.ResponseWriter, r *http.Request) error {
 	if err := in.Validate(); err != nil {
 		return err
 	}
+	if in.Stock != nil && version == nil {
+		// An absolute stock read earlier would erase the sales since.
+		return invalid("stock", "an absolute stock needs If-Match with the version it was read at; send stockDelta to add or remove units")
+	}
 	p, err := h.deps.Store.PatchProduct(r.Context(), r.PathValue("productId"), in, version)
 	if err != nil {
 		return err

@@ -103,3 +103,40 @@ func TestListProductsByCategory(t *testing.T) {
 		t.Errorf("got %s, want no items and no cursor", r.Body)
 	}
 }
+
+// TestStockChangeKeepsConcurrentSales: an admin who read the stock, then
+// adds units while an order is placed, keeps the order's decrement: the
+// change is a delta. An absolute stock needs If-Match, so it can no longer
+// overwrite sales it did not see.
+func TestStockChangeKeepsConcurrentSales(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("sol")
+	admin := adminCaller("root")
+	p := e.mustProduct("Kite", "toys", 1000, 10)
+	read := e.do("GET", "/products/"+p, admin, nil) // the admin's view: 10 in stock, version 1
+	want(t, read, 200)
+	e.mustOrder("sol", p, 3) // a sale meanwhile: 7 left
+
+	// What an admin restocking 5 sent before: the stock it read plus 5.
+	want(t, e.do("PATCH", "/products/"+p, admin, map[string]any{"stock": read.num("stock") + 5}), 400, "validation")
+	want(t, e.do("PATCH", "/products/"+p, admin, map[string]any{"stock": read.num("stock") + 5}, "If-Match", read.Headers["etag"]), 412, "precondition-failed")
+	r := e.do("PATCH", "/products/"+p, admin, map[string]any{"stockDelta": 5})
+	want(t, r, 200)
+	if got := r.num("stock"); got != 12 {
+		t.Errorf("got stock %v, want 12 (10 - 3 sold + 5)", got)
+	}
+	want(t, e.do("PATCH", "/products/"+p, admin, map[string]any{"stockDelta": -13}), 409, "conflict")
+	r = e.do("PATCH", "/products/"+p, admin, map[string]any{"stockDelta": -12})
+	want(t, r, 200)
+	if got := r.num("stock"); got != 0 {
+		t.Errorf("got stock %v, want 0", got)
+	}
+	want(t, e.do("PATCH", "/products/"+p, admin, map[string]any{"stock": 1, "stockDelta": 1}), 400, "validation")
+	r = e.do("PATCH", "/products/"+p, admin, map[string]any{"stock": 4}, "If-Match", r.Headers["etag"])
+	want(t, r, 200)
+	if got := r.num("stock"); got != 4 {
+		t.Errorf("got stock %v, want 4", got)
+	}
+	want(t, e.do("PATCH", "/products/"+p, admin, map[string]any{"stockDelta": 1}, "If-Match", "1"), 412, "precondition-failed")
+}
