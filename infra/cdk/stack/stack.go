@@ -91,6 +91,7 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 	b.tables()
 	b.archive()
 	b.failureBucket(b.accessLogs)
+	b.archiveCatalog()
 	b.search()
 	b.secrets()
 	if err := b.functions(); err != nil {
