@@ -182,11 +182,13 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 
 			samVars, _ := eff["Environment"].(map[string]any)["Variables"].(map[string]any)
 			cdkVars, _ := c["Environment"].(map[string]any)["Variables"].(map[string]any)
-			// Beyond the CDK app's variables, the AWS SDK's endpoint variable of
-			// each service the function calls, declared empty: the SDK ignores an
-			// empty one, and `sam local invoke --env-vars` can only set declared ones.
+			// Beyond the CDK app's variables, the local-only ones, declared empty
+			// (`sam local invoke --env-vars` can only set declared ones): the AWS
+			// SDK's endpoint variable of each service the function calls (the SDK
+			// ignores an empty one) and the cursor key itself (on AWS the function
+			// reads it from CURSOR_SECRET_ARN's secret).
 			wantVars := keysOf(cdkVars)
-			for _, name := range sdkEndpointVars(stack.Accesses()[fnName]) {
+			for _, name := range localOnlyVars(stack.Accesses()[fnName]) {
 				wantVars = append(wantVars, name)
 				if v, ok := samVars[name]; !ok || v != "" {
 					t.Errorf("%s: got %#v, want an empty value", name, v)
@@ -194,7 +196,7 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 			}
 			sort.Strings(wantVars)
 			if d := cmp.Diff(wantVars, keysOf(samVars)); d != "" {
-				t.Errorf("environment names (-cdk and SDK endpoints +sam):\n%s", d)
+				t.Errorf("environment names (-cdk and local-only +sam):\n%s", d)
 			}
 			for _, tn := range stack.Accesses()[fnName].Tables {
 				def, _ := tables.ByName(tn)
@@ -207,10 +209,15 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 	}
 }
 
-// sdkEndpointVars names the AWS SDK endpoint variables of the services a
-// function calls through the SDK: DynamoDB for its tables, S3 for the archive.
-func sdkEndpointVars(a stack.Access) []string {
+// localOnlyVars names the variables template.yaml declares, empty, for local
+// runs only: the AWS SDK endpoint variables of the services a function calls
+// through the SDK (DynamoDB for its tables, S3 for the archive) and the
+// cursor key itself.
+func localOnlyVars(a stack.Access) []string {
 	var out []string
+	if a.CursorSecret {
+		out = append(out, stack.EnvCursorSecret)
+	}
 	if len(a.Tables) > 0 {
 		out = append(out, "AWS_ENDPOINT_URL_DYNAMODB")
 	}

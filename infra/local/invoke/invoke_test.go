@@ -2,6 +2,7 @@ package invoke_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,8 +192,10 @@ func TestProcessGetsNothingElse(t *testing.T) {
 
 // TestRepositoryTemplate: template.yaml's functions are found by logical id,
 // FunctionName or folder; events/sam-env.json gives every declared variable
-// of every function a value, so nothing falls back to a real AWS endpoint or
-// table; the SDK endpoint variables are declared and empty in the template.
+// of every function its local value, so nothing falls back to a real AWS
+// endpoint, table or secret (only CURSOR_SECRET_ARN is empty there: locally
+// CURSOR_SECRET is the key); the SDK endpoint variables are declared and
+// empty in the template.
 func TestRepositoryTemplate(t *testing.T) {
 	dir := root(t)
 	tmpl, err := invoke.Load(filepath.Join(dir, "template.yaml"), nil)
@@ -228,8 +231,10 @@ func TestRepositoryTemplate(t *testing.T) {
 			if strings.HasPrefix(name, "AWS_ENDPOINT_URL") && v != "" {
 				t.Errorf("%s: %s is %v in the template, want empty", f.LogicalID, name, v)
 			}
-			if env[name] == "" {
-				t.Errorf("%s: %s has no value from events/sam-env.json", f.LogicalID, name)
+			if _, ok := file["Parameters"][name]; !ok {
+				t.Errorf("%s: events/sam-env.json does not give %s", f.LogicalID, name)
+			} else if env[name] == "" && name != "CURSOR_SECRET_ARN" {
+				t.Errorf("%s: %s is empty in events/sam-env.json", f.LogicalID, name)
 			}
 		}
 		if f.BuildMethod != "makefile" || f.CodeDir != dir {
@@ -293,5 +298,22 @@ func TestSDKIgnoresAnEmptyEndpoint(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9000")
 	if d, s := endpoints(); d == nil || *d != "http://127.0.0.1:8000" || s == nil || *s != "http://127.0.0.1:9000" {
 		t.Errorf("set variables: got endpoints %v, %v", d, s)
+	}
+}
+
+// TestRunEndsAtTheFunctionsTimeout: a function that never answers is
+// stopped after its Timeout and the invocation reports it.
+func TestRunEndsAtTheFunctionsTimeout(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := &invoke.Function{LogicalID: "SlowFunction", Handler: "bootstrap", Timeout: time.Second}
+	res, err := invoke.Run(context.Background(), f, bin, invoke.ProcessEnv(f, bin, nil), []byte(`{}`), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "timed out after 1s") {
+		t.Errorf("got %v, want a timeout after 1s", res.Err)
 	}
 }
