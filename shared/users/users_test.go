@@ -29,7 +29,7 @@ func TestEmailKey(t *testing.T) {
 func TestOwnEmail(t *testing.T) {
 	for _, tc := range []struct {
 		claim, body, want string
-		code            errcode.Code
+		code              errcode.Code
 	}{
 		{"u1@example.com", "", "u1@example.com", ""},
 		{"u1@example.com", "U1@EXAMPLE.com", "u1@example.com", ""},
