@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	drillRounds = flag.Int("drillrounds", 3, "kills of TestKillNineUnderOrderLoad")
+	drillRounds = flag.Int("drillrounds", 5, "kills of TestKillNineUnderOrderLoad")
 	drillBinary = flag.String("drillbin", "", "a built ./infra/local to drill instead of building this tree (to measure another version)")
 )
 

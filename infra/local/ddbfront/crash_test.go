@@ -2,7 +2,6 @@ package ddbfront_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -33,19 +32,24 @@ var crashTables = []string{"orders", "stock", "counters"}
 // crashRig is a DynamoDB Local on disk, restarted on the same directory after
 // each kill, and optionally the front before it.
 type crashRig struct {
-	tb        testing.TB
-	dir       string
-	viaFront  bool
-	noBarrier bool
-	proc      *ddblocal.Process
-	server    *httptest.Server
-	front     *ddbfront.Front
-	db        *dynamodb.Client
+	tb       testing.TB
+	dir      string
+	viaFront bool
+	barrier  bool
+	inMemory bool
+	proc     *ddblocal.Process
+	server   *httptest.Server
+	front    *ddbfront.Front
+	db       *dynamodb.Client
 }
 
-func newCrashRig(tb testing.TB, viaFront, noBarrier bool) *crashRig {
+func newCrashRig(tb testing.TB, viaFront, barrier bool) *crashRig {
 	tb.Helper()
-	r := &crashRig{tb: tb, dir: tb.TempDir(), viaFront: viaFront, noBarrier: noBarrier}
+	return startRig(tb, &crashRig{tb: tb, dir: tb.TempDir(), viaFront: viaFront, barrier: barrier})
+}
+
+func startRig(tb testing.TB, r *crashRig) *crashRig {
+	tb.Helper()
 	r.start()
 	tb.Cleanup(r.stop)
 	for _, name := range crashTables {
@@ -77,7 +81,11 @@ func (r *crashRig) start() {
 	r.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := ddblocal.Start(ctx, ddblocal.Options{DataDir: r.dir})
+	dir := r.dir
+	if r.inMemory {
+		dir = ""
+	}
+	p, err := ddblocal.Start(ctx, ddblocal.Options{DataDir: dir})
 	if err != nil {
 		r.tb.Fatalf("start dynamodb local: %v", err)
 	}
@@ -90,7 +98,7 @@ func (r *crashRig) start() {
 			Streams: dynamodbstreams.NewFromConfig(stack.AWSConfig(), func(o *dynamodbstreams.Options) {
 				o.BaseEndpoint = aws.String(url)
 			}),
-			NoCommitBarrier: r.noBarrier,
+			CommitBarrier: r.barrier,
 		})
 		if err != nil {
 			r.tb.Fatalf("start front: %v", err)
@@ -98,8 +106,13 @@ func (r *crashRig) start() {
 		r.server = httptest.NewServer(r.front)
 		url = r.server.URL
 	}
-	// One attempt: a write the JVM did not answer is simply not acknowledged.
-	r.db = dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) {
+	r.db = oneShotClient(url)
+}
+
+// oneShotClient makes one attempt per call: a write the JVM did not answer
+// is simply not acknowledged.
+func oneShotClient(url string) *dynamodb.Client {
+	return dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(url)
 		o.RetryMaxAttempts = 1
 	})
@@ -253,7 +266,7 @@ func (r *crashRig) checkAtomic(ctx context.Context) {
 // transaction acknowledged just before the kill is lost in most rounds
 // (BenchmarkKillLoss measures it).
 func TestAcknowledgedTransactionsSurviveKill(t *testing.T) {
-	r := newCrashRig(t, true, false)
+	r := newCrashRig(t, true, true)
 	var acked, lost int
 	for n := 0; n < *killRounds; n++ {
 		res := r.round(n, true)
@@ -275,16 +288,16 @@ func TestAcknowledgedTransactionsSurviveKill(t *testing.T) {
 // transaction is acknowledged (the worst case).
 func BenchmarkKillLoss(b *testing.B) {
 	for _, path := range []struct {
-		name                string
-		viaFront, noBarrier bool
-	}{{"direct", false, true}, {"front", true, false}} {
+		name              string
+		viaFront, barrier bool
+	}{{"direct", false, false}, {"front", true, true}} {
 		for _, onAck := range []bool{false, true} {
 			name := path.name + "/random"
 			if onAck {
 				name = path.name + "/on-ack"
 			}
 			b.Run(name, func(b *testing.B) {
-				r := newCrashRig(b, path.viaFront, path.noBarrier)
+				r := newCrashRig(b, path.viaFront, path.barrier)
 				var acked, lost, lossy int
 				for n := 0; n < b.N; n++ {
 					res := r.round(n, onAck)
@@ -304,49 +317,66 @@ func BenchmarkKillLoss(b *testing.B) {
 }
 
 // BenchmarkTransactions measures TransactWriteItems throughput from eight
-// clients through the front, with and without the commit barrier, on disk.
+// clients through two fronts on one DynamoDB Local, one with the commit
+// barrier and one without, in alternating chunks so that both see the same
+// machine; on disk (make run with DATA_DIR) and in memory.
 func BenchmarkTransactions(b *testing.B) {
-	for _, mode := range []struct {
-		name      string
-		noBarrier bool
-	}{{"no-barrier", true}, {"barrier", false}} {
-		b.Run(mode.name, func(b *testing.B) {
-			r := newCrashRig(b, true, mode.noBarrier)
-			const clients = 8
-			var next atomic.Int64
-			var failed atomic.Value
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for c := 0; c < clients; c++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						id := "o" + strconv.FormatInt(i, 10)
-						_, err := r.db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-							{Put: &types.Put{TableName: aws.String("orders"), Item: map[string]types.AttributeValue{
-								"id": &types.AttributeValueMemberS{Value: id}, "g": &types.AttributeValueMemberS{Value: "u"},
-							}}},
-							{Update: &types.Update{TableName: aws.String("stock"), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "p1"}},
-								UpdateExpression: aws.String("ADD sold :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}},
-						}})
-						if err != nil {
-							failed.Store(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			if err, _ := failed.Load().(error); err != nil && !errors.Is(err, context.Canceled) {
+	for _, medium := range []string{"disk", "memory"} {
+		b.Run(medium, func(b *testing.B) {
+			r := startRig(b, &crashRig{tb: b, dir: b.TempDir(), viaFront: true, barrier: true, inMemory: medium == "memory"})
+			plain, err := ddbfront.New(context.Background(), ddbfront.Config{Upstream: r.proc.Endpoint()})
+			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tx/s")
+			defer plain.Close()
+			srv := httptest.NewServer(plain)
+			defer srv.Close()
+			clients := []*dynamodb.Client{oneShotClient(srv.URL), r.db} // without, with
+			var spent [2]time.Duration
+			var done [2]int
+			const chunk = 40
+			b.ResetTimer()
+			for n := 0; n < b.N; n += chunk {
+				size := min(chunk, b.N-n)
+				for k := 0; k < 2; k++ {
+					i := (k + n/chunk) % 2
+					start := time.Now()
+					transactions(b, clients[i], fmt.Sprintf("c%d-%d-", i, n), size)
+					spent[i] += time.Since(start)
+					done[i] += size
+				}
+			}
+			without := float64(done[0]) / spent[0].Seconds()
+			with := float64(done[1]) / spent[1].Seconds()
+			b.ReportMetric(without, "tx/s-no-barrier")
+			b.ReportMetric(with, "tx/s-barrier")
+			b.ReportMetric(with/without, "ratio")
 		})
 	}
+}
+
+// transactions runs n two-table transactions from eight clients.
+func transactions(b *testing.B, db *dynamodb.Client, prefix string, n int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < 8; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+					{Put: &types.Put{TableName: aws.String("orders"), Item: map[string]types.AttributeValue{
+						"id": &types.AttributeValueMemberS{Value: prefix + strconv.FormatInt(i, 10)}, "g": &types.AttributeValueMemberS{Value: "u"},
+					}}},
+					{Update: &types.Update{TableName: aws.String("stock"), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "p1"}},
+						UpdateExpression: aws.String("ADD sold :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}},
+				}})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -44,10 +44,10 @@ type Config struct {
 	// AfterScan, when set, runs after the sweeper has found a page of expired
 	// items and before it deletes them: tests use it to change an item in between.
 	AfterScan func(table string)
-	// NoCommitBarrier answers transactions as soon as DynamoDB Local does,
-	// before they are committed (see commit.go). It exists to measure what
-	// the barrier costs and prevents; the stack never sets it.
-	NoCommitBarrier bool
+	// CommitBarrier holds the answer to a transaction until DynamoDB Local
+	// has committed it (see commit.go). Set it when DynamoDB Local keeps its
+	// data on disk; in memory there is nothing a commit would save.
+	CommitBarrier bool
 }
 
 // Front is the DynamoDB endpoint.
@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		positions: &positions{streams: cfg.Streams, shards: map[string]*shardPos{}},
 		stop:      make(chan struct{}),
 	}
-	if !cfg.NoCommitBarrier {
+	if cfg.CommitBarrier {
 		f.barrier = &barrier{run: f.listTablesBarrier}
 	}
 	if err := f.settlePending(ctx); err != nil {

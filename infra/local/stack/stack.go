@@ -106,6 +106,8 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		Now:           cfg.Now,
 		AfterScan:     cfg.AfterScan,
 		SweepTables:   cfg.SweepTables,
+		// DynamoDB Local answers a transaction before committing it.
+		CommitBarrier: cfg.DataDir != "",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start dynamodb front: %w", err)
