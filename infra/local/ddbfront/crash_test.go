@@ -72,7 +72,42 @@ func startRig(tb testing.TB, r *crashRig) *crashRig {
 			tb.Fatalf("create table %s: %v", name, err)
 		}
 	}
+	// PartiQL's SET x = x + 1 needs the numbers to exist.
+	seed := []struct{ table, id, g, attr string }{{"stock", "p1", "p", "sold"}}
+	for c := 0; c < 8; c++ {
+		seed = append(seed, struct{ table, id, g, attr string }{"counters", "u" + strconv.Itoa(c), "u", "orders"})
+	}
+	for _, it := range seed {
+		if _, err := r.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(it.table), Item: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: it.id}, "g": &types.AttributeValueMemberS{Value: it.g}, it.attr: num(0),
+		}}); err != nil {
+			tb.Fatalf("seed %s: %v", it.table, err)
+		}
+	}
 	return r
+}
+
+// place writes one order, its stock and its counter in one transaction,
+// with TransactWriteItems or, with partiql, ExecuteTransaction.
+func place(db *dynamodb.Client, id, user string, partiql bool) error {
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	if partiql {
+		_, err := db.ExecuteTransaction(context.Background(), &dynamodb.ExecuteTransactionInput{TransactStatements: []types.ParameterizedStatement{
+			{Statement: aws.String(`INSERT INTO "orders" VALUE {'id': ?, 'g': ?}`), Parameters: []types.AttributeValue{s(id), s(user)}},
+			{Statement: aws.String(`UPDATE "stock" SET sold = sold + 1 WHERE id = ?`), Parameters: []types.AttributeValue{s("p1")}},
+			{Statement: aws.String(`UPDATE "counters" SET orders = orders + 1 WHERE id = ?`), Parameters: []types.AttributeValue{s(user)}},
+		}})
+		return err
+	}
+	_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String("orders"), Item: map[string]types.AttributeValue{"id": s(id), "g": s(user)},
+			ConditionExpression: aws.String("attribute_not_exists(id)")}},
+		{Update: &types.Update{TableName: aws.String("stock"), Key: map[string]types.AttributeValue{"id": s("p1")},
+			UpdateExpression: aws.String("ADD sold :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}},
+		{Update: &types.Update{TableName: aws.String("counters"), Key: map[string]types.AttributeValue{"id": s(user)},
+			UpdateExpression: aws.String("ADD orders :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}},
+	}})
+	return err
 }
 
 // start runs DynamoDB Local on the rig's directory and, for the front path, a
@@ -145,8 +180,8 @@ type roundResult struct {
 // acknowledged (k random in [warm, warm+40)); otherwise at a random time in
 // the 600 ms after the warm-th acknowledgement, as a user's kill -9 comes.
 // It fails the test if the three tables disagree: a transaction is all or
-// nothing.
-func (r *crashRig) round(n int, onAck bool) roundResult {
+// nothing. With partiql the transactions are ExecuteTransaction's.
+func (r *crashRig) round(n int, onAck, partiql bool) roundResult {
 	r.tb.Helper()
 	const clients, warm = 8, 5
 	killAt := warm + rand.IntN(40)
@@ -173,18 +208,7 @@ func (r *crashRig) round(n int, onAck bool) roundResult {
 			for i := 0; !killed.Load(); i++ {
 				id := fmt.Sprintf("r%d-c%d-%d", n, c, i)
 				user := "u" + strconv.Itoa(c)
-				_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-					{Put: &types.Put{TableName: aws.String("orders"), Item: map[string]types.AttributeValue{
-						"id": &types.AttributeValueMemberS{Value: id}, "g": &types.AttributeValueMemberS{Value: user},
-					}, ConditionExpression: aws.String("attribute_not_exists(id)")}},
-					{Update: &types.Update{TableName: aws.String("stock"), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "p1"}},
-						UpdateExpression:          aws.String("SET g = :g ADD sold :one"),
-						ExpressionAttributeValues: map[string]types.AttributeValue{":g": &types.AttributeValueMemberS{Value: "p"}, ":one": num(1)}}},
-					{Update: &types.Update{TableName: aws.String("counters"), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: user}},
-						UpdateExpression:          aws.String("SET g = :g ADD orders :one"),
-						ExpressionAttributeValues: map[string]types.AttributeValue{":g": &types.AttributeValueMemberS{Value: "u"}, ":one": num(1)}}},
-				}})
-				if err != nil {
+				if err := place(db, id, user, partiql); err != nil {
 					if !killed.Load() {
 						r.tb.Errorf("transaction before the kill: %v", err)
 						kill()
@@ -261,7 +285,8 @@ func (r *crashRig) checkAtomic(ctx context.Context) {
 }
 
 // TestAcknowledgedTransactionsSurviveKill kills DynamoDB Local the instant the
-// front has acknowledged a transaction, restarts it on the same directory and
+// front has acknowledged a transaction (TransactWriteItems, then
+// ExecuteTransaction in the next round), restarts it on the same directory and
 // reads every acknowledged transaction back. Without the commit barrier the
 // transaction acknowledged just before the kill is lost in most rounds
 // (BenchmarkKillLoss measures it).
@@ -269,7 +294,7 @@ func TestAcknowledgedTransactionsSurviveKill(t *testing.T) {
 	r := newCrashRig(t, true, true)
 	var acked, lost int
 	for n := 0; n < *killRounds; n++ {
-		res := r.round(n, true)
+		res := r.round(n, true, n%2 == 1)
 		acked += res.acked
 		lost += res.lost
 	}
@@ -285,34 +310,36 @@ func TestAcknowledgedTransactionsSurviveKill(t *testing.T) {
 // BenchmarkKillLoss is the long run of the kill test: each iteration is one
 // round (-benchtime 50x for fifty), straight to DynamoDB Local and through the
 // front, killing at a random time (as a user's kill -9 does) or the instant a
-// transaction is acknowledged (the worst case).
+// transaction is acknowledged (the worst case), with TransactWriteItems or
+// ExecuteTransaction.
 func BenchmarkKillLoss(b *testing.B) {
-	for _, path := range []struct {
-		name              string
-		viaFront, barrier bool
-	}{{"direct", false, false}, {"front", true, true}} {
-		for _, onAck := range []bool{false, true} {
-			name := path.name + "/random"
-			if onAck {
-				name = path.name + "/on-ack"
-			}
-			b.Run(name, func(b *testing.B) {
-				r := newCrashRig(b, path.viaFront, path.barrier)
-				var acked, lost, lossy int
-				for n := 0; n < b.N; n++ {
-					res := r.round(n, onAck)
-					acked += res.acked
-					lost += res.lost
-					if res.lost > 0 {
-						lossy++
-					}
+	for _, c := range []struct {
+		name                              string
+		viaFront, barrier, onAck, partiql bool
+	}{
+		{"direct/random", false, false, false, false},
+		{"direct/on-ack", false, false, true, false},
+		{"front/random", true, true, false, false},
+		{"front/on-ack", true, true, true, false},
+		{"direct/on-ack-partiql", false, false, true, true},
+		{"front/on-ack-partiql", true, true, true, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := newCrashRig(b, c.viaFront, c.barrier)
+			var acked, lost, lossy int
+			for n := 0; n < b.N; n++ {
+				res := r.round(n, c.onAck, c.partiql)
+				acked += res.acked
+				lost += res.lost
+				if res.lost > 0 {
+					lossy++
 				}
-				b.ReportMetric(float64(b.N), "rounds")
-				b.ReportMetric(float64(acked), "acked")
-				b.ReportMetric(float64(lost), "lost")
-				b.ReportMetric(float64(lossy)/float64(b.N), "lossy-rounds/round")
-			})
-		}
+			}
+			b.ReportMetric(float64(b.N), "rounds")
+			b.ReportMetric(float64(acked), "acked")
+			b.ReportMetric(float64(lost), "lost")
+			b.ReportMetric(float64(lossy)/float64(b.N), "lossy-rounds/round")
+		})
 	}
 }
 
