@@ -49,7 +49,8 @@ type Mapping struct {
 	Function string
 	// BatchSize is the most records in one invocation.
 	BatchSize int
-	// BatchingWindow is how long records are gathered before an invocation.
+	// BatchingWindow is how long records are gathered before an invocation
+	// (MaximumBatchingWindowInSeconds: whole seconds, 0 to 300).
 	BatchingWindow time.Duration
 	// StartingPosition is TRIM_HORIZON or LATEST.
 	StartingPosition string
@@ -86,11 +87,20 @@ func Mappings() []Mapping {
 			ParallelizationFactor:   1,
 		}
 	}
+	// What users see follows the counters and the index: no batching
+	// window, so an idle stream's record is handled at the next poll. Under
+	// load batches fill by themselves while an invocation runs, so the
+	// counters still coalesce (docs/decisions.md, "Batching windows").
 	ordersCounters := base("orders-counters", tables.Orders, Counters)
+	ordersCounters.BatchingWindow = 0
 	// Orders are never deleted by users; a REMOVE is archiving, which changes no counter.
 	ordersCounters.Filters = []string{`{"eventName":["INSERT","MODIFY"]}`}
 	reviewsCounters := base("reviews-counters", tables.Reviews, Counters)
+	reviewsCounters.BatchingWindow = 0
 	productsIndexer := base("products-indexer", tables.Products, StreamIndexer)
+	productsIndexer.BatchingWindow = 0
+	// The archivers keep the window: nobody waits for the archive, and one
+	// object is written per batch and day.
 	ordersArchiver := base("orders-archiver", tables.Orders, Archiver)
 	ordersArchiver.Filters = []string{TTLRemovalFilter}
 	cartsArchiver := base("carts-archiver", tables.Carts, Archiver)
@@ -123,6 +133,10 @@ func Validate(ms []Mapping) error {
 		}
 		if m.BatchingWindow < 0 || m.BatchingWindow > 300*time.Second {
 			return fmt.Errorf("mapping %s: batching window %v out of 0..300s", m.Name, m.BatchingWindow)
+		}
+		if m.BatchingWindow%time.Second != 0 {
+			// MaximumBatchingWindowInSeconds is a whole number of seconds.
+			return fmt.Errorf("mapping %s: batching window %v is not whole seconds", m.Name, m.BatchingWindow)
 		}
 		if m.RetryAttempts < -1 || m.RetryAttempts > 10000 {
 			return fmt.Errorf("mapping %s: retry attempts %d out of -1..10000", m.Name, m.RetryAttempts)

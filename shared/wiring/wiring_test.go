@@ -3,6 +3,7 @@ package wiring
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMappingsAreValid(t *testing.T) {
@@ -24,6 +25,8 @@ func TestValidateRejects(t *testing.T) {
 		{"table without stream", func(ms []Mapping) []Mapping { ms[0].Table = "users"; return ms }, "no stream"},
 		{"batch size", func(ms []Mapping) []Mapping { ms[0].BatchSize = 0; return ms }, "batch size"},
 		{"duplicate name", func(ms []Mapping) []Mapping { ms[1].Name = ms[0].Name; return ms }, "duplicate"},
+		{"window in part seconds", func(ms []Mapping) []Mapping { ms[0].BatchingWindow = 500 * time.Millisecond; return ms }, "whole seconds"},
+		{"parallelization factor", func(ms []Mapping) []Mapping { ms[0].ParallelizationFactor = 11; return ms }, "parallelization factor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/esm"
@@ -60,13 +63,50 @@ func mappingsOf(tb testing.TB, edit func(*wiring.Mapping), names ...string) []wi
 
 func startPoller(tb testing.TB, sys *system.System, prefix string, ms []wiring.Mapping, fns map[string]esm.Invoker, interval time.Duration) *esm.Poller {
 	tb.Helper()
-	p, err := esm.Start(context.Background(), esm.Config{DynamoDB: sys.DynamoDB(), Streams: sys.Streams(), TablePrefix: prefix,
-		Mappings: ms, Functions: fns, PollInterval: interval})
+	var logger *slog.Logger
+	if os.Getenv("STACK_DEBUG") != "" {
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	p, err := esm.Start(context.Background(), esm.Config{DynamoDB: sys.DynamoDB(), Streams: timedStreams{sys.Streams(), tb}, TablePrefix: prefix,
+		Mappings: ms, Functions: fns, PollInterval: interval, Logger: logger})
 	if err != nil {
 		tb.Fatalf("start poller: %v", err)
 	}
 	tb.Cleanup(func() { p.Close() })
 	return p
+}
+
+// timedStreams logs stream calls slower than a second.
+type timedStreams struct {
+	s  esm.StreamReader
+	tb testing.TB
+}
+
+func (t timedStreams) slow(op string, start time.Time, err error) {
+	if d := time.Since(start); d > time.Second {
+		t.tb.Logf("%s took %v (err %v)", op, d, err)
+	}
+}
+
+func (t timedStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, o ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
+	start := time.Now()
+	out, err := t.s.DescribeStream(ctx, in, o...)
+	t.slow("DescribeStream", start, err)
+	return out, err
+}
+
+func (t timedStreams) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, o ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	start := time.Now()
+	out, err := t.s.GetShardIterator(ctx, in, o...)
+	t.slow("GetShardIterator", start, err)
+	return out, err
+}
+
+func (t timedStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, o ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	start := time.Now()
+	out, err := t.s.GetRecords(ctx, in, o...)
+	t.slow("GetRecords", start, err)
+	return out, err
 }
 
 // api calls the system's API as sub (admin when sub is "admin").
@@ -140,10 +180,12 @@ func (a api) user(sub string) {
 
 // concurrency wraps a function and keeps the most invocations it saw at once.
 type concurrency struct {
-	fn         esm.Invoker
-	now, most  atomic.Int32
-	mu         sync.Mutex
-	batchSizes []int
+	fn            esm.Invoker
+	now, most     atomic.Int32
+	mu            sync.Mutex
+	batchSizes    []int
+	failedRecords int // reported in partial batch responses
+	errors        int
 }
 
 func (c *concurrency) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
@@ -154,7 +196,24 @@ func (c *concurrency) Handle(ctx context.Context, ev events.DynamoDBEvent) (even
 	c.mu.Lock()
 	c.batchSizes = append(c.batchSizes, len(ev.Records))
 	c.mu.Unlock()
-	return c.fn.Handle(ctx, ev)
+	resp, err := c.fn.Handle(ctx, ev)
+	c.mu.Lock()
+	c.failedRecords += len(resp.BatchItemFailures)
+	if err != nil {
+		c.errors++
+	}
+	c.mu.Unlock()
+	return resp, err
+}
+
+// totals returns the records and batches the function was given.
+func (c *concurrency) totals() (records, batches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.batchSizes {
+		records += n
+	}
+	return records, len(c.batchSizes)
 }
 
 // TestParallelOrdersDrillIsExact: the orders stream's counters mapping with
