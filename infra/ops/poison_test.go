@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/shopstream/shopstream/infra/local/stack"
@@ -136,7 +137,8 @@ func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
 		"skipped  -                 " + stranger + "  no mapping of this stage",
 		"failing  reviews-counters",
 		fmt.Sprintf("%d records: %d succeeded, 1 still failing (partial batch response), kept in %s", n, n-1, failures.Prefix+id),
-		fmt.Sprintf("%d records, %d succeeded, 1 still failing; 3 skipped", n, n-1),
+		fmt.Sprintf("%d records, %d succeeded, 1 still failing;", n, n-1),
+		"; 3 skipped (0 of them too old",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay output lacks %q", want)
@@ -198,7 +200,10 @@ func mustJSON(v any) []byte {
 // twice: the replay refuses it, reports it with the way out (make audit
 // REPAIR=1), leaves it in the bucket and exits 1; the counters are unchanged.
 // Invoking the counters on the batch anyway, as a replay without the check
-// would, shows what was avoided: the order counted twice.
+// would, shows what was avoided: the order counted twice. With make audit's
+// targeted recount at hand (as `make replay` has it), the batch is settled by
+// recounting the user and product it touches instead: exact again, and
+// marked, so the next replay does nothing.
 func TestCounterReplayAfterTheMarkersExpiredIsRefused(t *testing.T) {
 	const markerTTL = 2 * time.Second
 	d := startDrill(t, drillOptions{counterMarkerTTL: markerTTL})
@@ -268,5 +273,33 @@ func TestCounterReplayAfterTheMarkersExpiredIsRefused(t *testing.T) {
 	}
 	if u := applied(); u.OrderCount != 2 {
 		t.Errorf("counters after an unchecked replay: got %+v; the test shows nothing unless that counts twice", u)
+	}
+
+	// The operator removes the malformed order (the audit reports it as bad
+	// input) and replays with the recount.
+	if _, err := d.sys.DynamoDB().DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(d.prefix + tables.Orders),
+		Key: map[string]types.AttributeValue{"userId": &types.AttributeValueMemberS{Value: "u1"}, "orderId": &types.AttributeValueMemberS{Value: "01BADBADBADBADBADBADBADBAD"}}}); err != nil {
+		t.Fatal(err)
+	}
+	report.Reset()
+	res, err = replay.Run(context.Background(), replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Invoker: inv,
+		Out: &report, CounterRecordAge: markerTTL - time.Second, Recount: recounter(tg, env{stdout: &report, logger: testLogger()})})
+	t.Logf("replay with the recount:\n%s", report.String())
+	if err != nil || res.Recounted != 1 || res.Replayed != 0 {
+		t.Errorf("replay with the recount: got %+v, %v; want the batch settled by the recount", res, err)
+	}
+	d.settle()
+	if u := applied(); u.OrderCount != 1 || u.LifetimeSpendCents != 2000 {
+		t.Errorf("counters after the recount: got %+v, want the good order once", u)
+	}
+	var got product
+	d.api(200, "GET", "/products/"+p.ProductID, "", nil, &got)
+	if got.UnitsSold != 2 {
+		t.Errorf("units sold after the recount: got %d, want 2", got.UnitsSold)
+	}
+	res, err = replay.Run(context.Background(), replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Invoker: inv,
+		CounterRecordAge: markerTTL - time.Second, Recount: recounter(tg, env{stdout: &report, logger: testLogger()})})
+	if err != nil || res.Done != 1 || res.Recounted != 0 {
+		t.Errorf("replay after the recount: got %+v, %v; want nothing to do", res, err)
 	}
 }

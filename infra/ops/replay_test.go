@@ -168,9 +168,11 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 			}
 		}
 	}
-	// orders: 4 placed, 1 cancelled, 2 status changes; reviews: 3; products:
-	// 2 created, 4 stock changes and the cancel's restock; archive: 2 orders, 1 cart.
-	if records["orders-counters"] != 7 || records["reviews-counters"] != 3 || records["products-indexer"] != 7 ||
+	// orders: 4 placed and 1 cancelled, and the 2 status changes when they
+	// share a batch with one of those (alone they have no effect, and
+	// succeed); reviews: 3; products: 2 created, 4 stock changes and the
+	// cancel's restock; archive: 2 orders, 1 cart.
+	if records["orders-counters"] < 5 || records["orders-counters"] > 7 || records["reviews-counters"] != 3 || records["products-indexer"] != 7 ||
 		records["orders-archiver"] != 2 || records["carts-archiver"] != 1 {
 		t.Errorf("records in the failure bucket: got %v", records)
 	}
@@ -235,7 +237,7 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 
 	// A second replay does nothing.
 	code, out = d.replay()
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d failure objects (%d replayed before), 0 replayed", objects, objects)) {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d failure objects (%d replayed before); 0 replayed", objects, objects)) {
 		t.Errorf("second replay: exit %d, output %s", code, out)
 	}
 	d.settle()

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
+	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -57,6 +58,12 @@ type Config struct {
 	// twice. Default counting.DefaultMarkerTTL less an hour, for clocks that
 	// differ and for the replay's own duration.
 	CounterRecordAge time.Duration
+	// Recount, when set, takes the counters batches too old to replay: it
+	// recomputes (and repairs) the counter items they touch from the tables
+	// and the archive (make audit's targeted recount), and returns nil when
+	// they all agree afterwards; the batches are then marked replayed. Unset,
+	// such batches are refused and left in the bucket.
+	Recount func(ctx context.Context, items []audit.Item) error
 	// Retries is how often a failing part of a batch is retried (default 2:
 	// the mapping has already retried it).
 	Retries int
@@ -76,6 +83,9 @@ type Result struct {
 	Done int
 	// Replayed is how many were replayed, whatever the outcome.
 	Replayed int
+	// Recounted is how many counters batches were too old to replay and
+	// settled by recounting the items they touch.
+	Recounted int
 	// Skipped is how many could not be replayed: malformed, of an unknown
 	// mapping, or counters records too old (Refused counts these).
 	Skipped, Refused int
@@ -155,6 +165,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var aborted error
+	var recount []outcome
 	next := make(chan string)
 	for range cfg.Concurrency {
 		wg.Add(1)
@@ -168,6 +179,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					if aborted == nil {
 						aborted = err
 					}
+				case o.recount:
+					recount = append(recount, o)
 				case o.skipped:
 					res.Skipped++
 					if o.refused {
@@ -194,8 +207,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if aborted == nil && ctx.Err() != nil {
 		aborted = ctx.Err()
 	}
-	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before), %d replayed: %d records, %d succeeded, %d still failing; %d skipped (%d too old for the counters); %d foreign objects\n",
-		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Skipped, res.Refused, res.Foreign)
+	if aborted == nil && len(recount) > 0 {
+		n, err := r.recount(ctx, recount)
+		res.Recounted += n
+		res.Skipped += len(recount) - n
+		res.Refused += len(recount) - n
+		aborted = err
+	}
+	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before); %d replayed: %d records, %d succeeded, %d still failing; %d settled by a recount (counters records older than their markers); %d skipped (%d of them too old and not recounted); %d foreign objects\n",
+		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Recounted, res.Skipped, res.Refused, res.Foreign)
 	if aborted != nil {
 		return res, fmt.Errorf("replay stopped: %w", aborted)
 	}
@@ -245,6 +265,13 @@ func (r *run) list(ctx context.Context, prefix string) ([]string, error) {
 type outcome struct {
 	skipped, refused bool
 	records, failed  int
+	// recount is set for a counters batch too old to replay, to be settled
+	// by recounting items.
+	recount bool
+	mapping string
+	key     string
+	items   []audit.Item
+	oldest  time.Time
 }
 
 // object replays one failure object. An error means the replay must stop
@@ -283,6 +310,9 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	}
 	if m.Function == wiring.Counters {
 		if age := r.cfg.Now().Sub(o.Oldest()); age > r.cfg.CounterRecordAge {
+			if r.cfg.Recount != nil {
+				return outcome{recount: true, mapping: m.Name, key: key, items: counterItems(o.Payload.Records), oldest: o.Oldest(), records: len(o.Payload.Records)}, nil
+			}
 			r.line("refused", m.Name, key, fmt.Sprintf("%d records from %s, %s old: the counters' dedupe markers last %s, a replay could count them twice; left in the bucket: run make audit REPAIR=1",
 				len(o.Payload.Records), o.Oldest().UTC().Format(time.RFC3339), age.Round(time.Minute), r.cfg.CounterRecordAge))
 			return outcome{skipped: true, refused: true}, nil
@@ -328,12 +358,85 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	return out, nil
 }
 
+// recount settles the counters batches too old to replay: one recount of
+// every item they touch, then each batch marked. It returns how many were
+// settled; an error only when the replay must stop.
+func (r *run) recount(ctx context.Context, os []outcome) (int, error) {
+	seen := map[audit.Item]bool{}
+	var items []audit.Item
+	for _, o := range os {
+		for _, it := range o.items {
+			if !seen[it] {
+				seen[it] = true
+				items = append(items, it)
+			}
+		}
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].String() < items[j].String() })
+	if err := r.cfg.Recount(ctx, items); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		for _, o := range os {
+			r.line("refused", o.mapping, o.key, fmt.Sprintf("%d records from %s, older than the counters' dedupe markers (%s): the recount of the %d items they touch did not settle (%v); left in the bucket: run make audit REPAIR=1",
+				o.records, o.oldest.UTC().Format(time.RFC3339), r.cfg.CounterRecordAge, len(items), err))
+		}
+		return 0, nil
+	}
+	for i, o := range os {
+		mb, err := json.Marshal(markerBody{ReplayedAt: r.cfg.Now().UTC(), Records: o.records, Recounted: len(o.items)})
+		if err != nil {
+			return i, err
+		}
+		if err := r.put(ctx, failures.ReplayedPrefix+o.key, mb); err != nil {
+			return i, err
+		}
+		r.line("recounted", o.mapping, o.key, fmt.Sprintf("%d records from %s, older than the counters' dedupe markers (%s): not replayed; the %d counter items they touch recounted from the tables and the archive",
+			o.records, o.oldest.UTC().Format(time.RFC3339), r.cfg.CounterRecordAge, len(o.items)))
+	}
+	return len(os), nil
+}
+
+// counterItems returns the users and products the records' images name,
+// once each.
+func counterItems(recs []events.DynamoDBEventRecord) []audit.Item {
+	var items []audit.Item
+	seen := map[audit.Item]bool{}
+	add := func(k audit.Kind, v events.DynamoDBAttributeValue) {
+		if v.DataType() != events.DataTypeString || v.String() == "" {
+			return
+		}
+		it := audit.Item{Kind: k, ID: v.String()}
+		if !seen[it] {
+			seen[it] = true
+			items = append(items, it)
+		}
+	}
+	for _, rec := range recs {
+		for _, img := range []map[string]events.DynamoDBAttributeValue{rec.Change.NewImage, rec.Change.OldImage} {
+			add(audit.User, img["userId"])
+			add(audit.Product, img["productId"])
+			if lines, ok := img["lines"]; ok && lines.DataType() == events.DataTypeList {
+				for _, l := range lines.List() {
+					if l.DataType() == events.DataTypeMap {
+						add(audit.Product, l.Map()["productId"])
+					}
+				}
+			}
+		}
+	}
+	return items
+}
+
 // markerBody is what a replayed/<key> marker holds.
 type markerBody struct {
 	ReplayedAt time.Time `json:"replayedAt"`
 	Records    int       `json:"records"`
 	Succeeded  int       `json:"succeeded"`
 	Failed     int       `json:"failed"`
+	// Recounted is how many counter items were recounted instead of a
+	// replay of the records (a counters batch older than its markers).
+	Recounted int `json:"recounted,omitempty"`
 	// Remainder is the key of the failure object holding what still failed.
 	Remainder string `json:"remainder,omitempty"`
 }
