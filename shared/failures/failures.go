@@ -371,7 +371,6 @@ func RemainderKey(k Key, sequenceNumbers []string) Key {
 		ID: uuidFrom("remainder of " + k.String() + " " + strings.Join(sequenceNumbers, ","))}
 }
 
-
 func uuidFrom(s string) string {
 	sum := sha1.Sum([]byte(s))
 	var b [16]byte
