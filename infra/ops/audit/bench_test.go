@@ -1,0 +1,173 @@
+package audit_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/infra/ops/audit"
+	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+// BenchmarkAudit audits 10,000 orders (a tenth of them in the archive, a
+// tenth cancelled) and 10,000 reviews of 1,000 users and 500 products, with
+// nothing in flight: the time is the scans, the archive and the comparison
+// (the settle wait, a fixed cost, is 1 ms here).
+func BenchmarkAudit(b *testing.B) {
+	const nUsers, nProducts, nOrders, nReviews, archived = 1000, 500, 10000, 10000, 1000
+	st := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1, Buckets: []string{"bench-archive"}})
+	ctx := context.Background()
+	db := st.DynamoDB()
+	prefix := stacktest.OwnPrefix(b)
+	if err := tables.Create(ctx, db, prefix); err != nil {
+		b.Fatal(err)
+	}
+	name := func(t string) string { return tables.Physical(prefix, t) }
+	old := clock.Format(time.Now().Add(-time.Hour))
+	users := make([]map[string]int64, nUsers)
+	prods := make([]map[string]int64, nProducts)
+	for i := range users {
+		users[i] = map[string]int64{}
+	}
+	for i := range prods {
+		prods[i] = map[string]int64{}
+	}
+	var orderItems []map[string]any
+	var lines [][]byte
+	for i := range nOrders {
+		u := i % nUsers
+		status := "DELIVERED"
+		if i%10 == 3 {
+			status = "CANCELLED"
+		}
+		var ls []map[string]any
+		var total int64
+		for k := range 1 + i%3 {
+			p := (i*7 + k*13) % nProducts
+			ls = append(ls, map[string]any{"productId": fmt.Sprintf("p%04d", p), "productName": "x", "unitPriceCents": 100 + p, "quantity": 1 + k})
+			total += int64((100 + p) * (1 + k))
+			if status != "CANCELLED" {
+				prods[p]["unitsSold"] += int64(1 + k)
+			}
+		}
+		users[u]["orderCount"]++
+		if status != "CANCELLED" {
+			users[u]["lifetimeSpendCents"] += total
+		}
+		o := map[string]any{"userId": fmt.Sprintf("u%04d", u), "orderId": fmt.Sprintf("o%06d", i), "status": status,
+			"totalCents": total, "lines": ls, "createdAt": old, "updatedAt": old, "version": 3}
+		if i < archived {
+			l, _ := json.Marshal(map[string]any{"eventId": fmt.Sprintf("e%06d", i), "table": "orders", "keys": map[string]any{}, "item": o, "removedAt": old})
+			lines = append(lines, l)
+			continue
+		}
+		orderItems = append(orderItems, o)
+	}
+	var reviewItems []map[string]any
+	for i := range nReviews {
+		u, p := i%nUsers, (i/nUsers*37+i)%nProducts
+		rating := 1 + i%5
+		users[u]["reviewCount"]++
+		prods[p]["reviewCount"]++
+		prods[p]["ratingTotal"] += int64(rating)
+		reviewItems = append(reviewItems, map[string]any{"productId": fmt.Sprintf("p%04d", p), "userId": fmt.Sprintf("u%04d", u),
+			"rating": rating, "title": "t", "createdAt": old, "updatedAt": old, "version": 1})
+	}
+	var userItems, productItems []map[string]any
+	for i, c := range users {
+		item := map[string]any{"userId": fmt.Sprintf("u%04d", i), "version": 9}
+		for k, v := range c {
+			item[k] = v
+		}
+		userItems = append(userItems, item)
+	}
+	for i, c := range prods {
+		item := map[string]any{"productId": fmt.Sprintf("p%04d", i), "category": "c", "version": 9}
+		for k, v := range c {
+			item[k] = v
+		}
+		productItems = append(productItems, item)
+	}
+	load(b, db, name(tables.Users), userItems)
+	load(b, db, name(tables.Products), productItems)
+	load(b, db, name(tables.Orders), orderItems)
+	load(b, db, name(tables.Reviews), reviewItems)
+	s3c := st.S3()
+	for start := 0; start < len(lines); start += 100 {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		for _, l := range lines[start:min(start+100, len(lines))] {
+			zw.Write(append(l, '\n'))
+		}
+		zw.Close()
+		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bench-archive"),
+			Key: aws.String(fmt.Sprintf("orders/year=2026/month=01/day=01/%04d.jsonl.gz", start)), Body: bytes.NewReader(buf.Bytes())}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	a := audit.New(audit.Config{DB: db, S3: s3c, Bucket: "bench-archive", Settle: time.Millisecond,
+		Tables: audit.Tables{Users: name(tables.Users), Products: name(tables.Products), Orders: name(tables.Orders), Reviews: name(tables.Reviews)}})
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		rep, err := a.Run(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.ExitCode() != 0 || rep.Orders+rep.ArchivedOrders != nOrders || rep.Reviews != nReviews {
+			b.Fatalf("got %+v, want every counter right and every order and review read", rep)
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/audit")
+}
+
+// load writes items with BatchWriteItem, 25 at a time, 8 calls at once.
+func load(tb testing.TB, db *dynamodb.Client, table string, items []map[string]any) {
+	tb.Helper()
+	ctx := context.Background()
+	work := make(chan []map[string]any)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for chunk := range work {
+				var reqs []types.WriteRequest
+				for _, it := range chunk {
+					av, err := attributevalue.MarshalMap(it)
+					if err != nil {
+						tb.Error(err)
+						return
+					}
+					reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: av}})
+				}
+				in := map[string][]types.WriteRequest{table: reqs}
+				for len(in) > 0 {
+					out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: in})
+					if err != nil {
+						tb.Error(err)
+						return
+					}
+					in = out.UnprocessedItems
+				}
+			}
+		})
+	}
+	for start := 0; start < len(items); start += 25 {
+		work <- items[start:min(start+25, len(items))]
+	}
+	close(work)
+	wg.Wait()
+}
