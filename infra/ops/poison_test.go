@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,6 +189,30 @@ func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
 	}
 }
 
+// syncBuffer is a buffer several goroutines may write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
+}
+
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
@@ -252,7 +277,9 @@ func TestCounterReplayAfterTheMarkersExpiredIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report strings.Builder
+	// The audit's progress meter writes from a goroutine of its own, as to
+	// a terminal: the report is a synchronized buffer.
+	var report syncBuffer
 	res, err := replay.Run(context.Background(), replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Invoker: inv,
 		Out: &report, CounterRecordAge: markerTTL - time.Second})
 	t.Logf("replay:\n%s", report.String())
