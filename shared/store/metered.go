@@ -9,7 +9,11 @@ import (
 
 // metered asks DynamoDB for the consumed capacity of every call and adds it,
 // with the call, to the Meter of the call's context. The figures feed the
-// metrics and the cost table of docs/data-model.md.
+// API's metrics. On AWS they are what DynamoDB charges; DynamoDB Local
+// under-reports transactions (it charges a TransactWriteItems once per table,
+// not per item), so locally the units of the transactional routes are not
+// AWS's: the cost table of docs/data-model.md counts them by AWS's rules
+// (infra/local/capacity) instead.
 type metered struct{ db DB }
 
 const total = types.ReturnConsumedCapacityTotal

@@ -292,7 +292,8 @@ type Meter struct {
 type Usage struct {
 	Calls int
 	// ReadUnits and WriteUnits are the capacity units DynamoDB reported
-	// (ReturnConsumedCapacity=TOTAL), tables and indexes together.
+	// (ReturnConsumedCapacity=TOTAL), tables and indexes together; DynamoDB
+	// Local reports too few for a transaction (see metered).
 	ReadUnits, WriteUnits float64
 }
 

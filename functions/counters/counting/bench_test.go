@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
+	"github.com/shopstream/shopstream/infra/local/capacity"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
-	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // BenchmarkSkewedBatches: 1,000 order records in batches of 100, all by one
@@ -28,13 +28,7 @@ func BenchmarkSkewedBatches(b *testing.B) {
 				for _, design := range []string{"naive", "counters"} {
 					f := newFixture(b, db, stacktest.Tables(b))
 					seedCostItems(f)
-					m := &meter{db: db, indexes: func(table string) []tables.Index {
-						if table == f.tables.Products {
-							def, _ := tables.ByName(tables.Products)
-							return def.GlobalIndexes
-						}
-						return nil
-					}}
+					m := capacity.NewMeter(db, f.prefix)
 					h := counting.New(counting.Deps{DB: m, Tables: f.tables})
 					for _, recs := range costBatches(f, w) {
 						if design == "naive" {
@@ -51,9 +45,9 @@ func BenchmarkSkewedBatches(b *testing.B) {
 					if got := f.user("shopper")["orderCount"]; got != int64(w.records) {
 						b.Fatalf("%s: orderCount %d, want %d", design, got, w.records)
 					}
-					units[design] = m.units
+					units[design] = capacity.Sum(m.Calls()).Write
 					if design == "counters" {
-						transactions = m.calls
+						transactions = len(m.Calls())
 					}
 				}
 				b.ReportMetric(float64(transactions)*float64(w.batch)/float64(w.records), "transactions/batch")

@@ -3,7 +3,6 @@ package counting_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"strings"
@@ -17,207 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
+	"github.com/shopstream/shopstream/infra/local/capacity"
 	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/ddbstream"
 	catalog "github.com/shopstream/shopstream/shared/products"
-	"github.com/shopstream/shopstream/shared/tables"
 )
-
-// itemSize is an item's size by AWS's rules ("DynamoDB item sizes and
-// formats"): attribute names and values in UTF-8 bytes, numbers one byte per
-// two significant digits plus one, 3 bytes per list or map plus 1 per element.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return numberSize(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
-}
-
-func numberSize(s string) int {
-	digits := strings.Trim(strings.NewReplacer("-", "", "+", "", ".", "").Replace(s), "0")
-	return (len(digits)+1)/2 + 1
-}
-
-// writeUnits is what one write of an item of size bytes costs: 1 WRU per KB,
-// rounded up, twice that inside a transaction ("DynamoDB read and write
-// operations").
-func writeUnits(bytes int, transactional bool) float64 {
-	u := math.Ceil(float64(max(bytes, 1)) / 1024)
-	if transactional {
-		u *= 2
-	}
-	return u
-}
-
-// meter counts write units by AWS's rules: an update is charged for the larger
-// of the item before and after it, a put for the item it writes, twice inside
-// a transaction; a global secondary index that projects ALL and holds the item
-// takes one more, standard, write of the item. DynamoDB Local's own figure is
-// kept beside it: for a transaction Local charges the items of one table as
-// one (TestLocalUndercountsTransactions), so it cannot be the measure.
-type meter struct {
-	db *dynamodb.Client
-	// indexes returns the global secondary indexes of a physical table.
-	indexes  func(table string) []tables.Index
-	mu       sync.Mutex
-	units    float64 // all of them
-	index    float64 // the part the indexes take
-	reported float64
-	calls    int
-	sizes    map[string]int // table/key → size of the item
-}
-
-// size returns an item's size: the one its last write through the meter left,
-// or read. Nothing else writes the items while the meter measures.
-func (m *meter) size(ctx context.Context, table *string, key map[string]types.AttributeValue) (int, error) {
-	id := aws.ToString(table) + "/" + fmt.Sprint(key)
-	m.mu.Lock()
-	n, ok := m.sizes[id]
-	m.mu.Unlock()
-	if ok {
-		return n, nil
-	}
-	out, err := m.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return 0, fmt.Errorf("size of %s item: %w", aws.ToString(table), err)
-	}
-	m.written(table, key, out.Item)
-	return itemSize(out.Item), nil
-}
-
-// written remembers the size of an item as a write left it.
-func (m *meter) written(table *string, key, item map[string]types.AttributeValue) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sizes == nil {
-		m.sizes = map[string]int{}
-	}
-	m.sizes[aws.ToString(table)+"/"+fmt.Sprint(key)] = itemSize(item)
-}
-
-// indexUnits is what the global secondary indexes of the table take for an
-// update of a counter item of the given size: the counters' tables have
-// only indexes that project ALL, and every counter item is in them (a product
-// always has its category), so each index writes the item again.
-func (m *meter) indexUnits(table string, size int) float64 {
-	u := 0.0
-	for _, ix := range m.indexes(table) {
-		if ix.Projection.Type != tables.ProjectAll {
-			panic(fmt.Sprintf("index %s of %s: the meter knows only ALL projections", ix.Name, table))
-		}
-		u += writeUnits(size, false)
-	}
-	return u
-}
-
-func (m *meter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	before := map[int]int{}
-	for i, a := range in.TransactItems {
-		if a.Update != nil {
-			n, err := m.size(ctx, a.Update.TableName, a.Update.Key)
-			if err != nil {
-				return nil, err
-			}
-			before[i] = n
-		}
-	}
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := m.db.TransactWriteItems(ctx, in, opts...)
-	if err != nil {
-		return out, err
-	}
-	units, index := 0.0, 0.0
-	for i, a := range in.TransactItems {
-		switch {
-		case a.Update != nil:
-			got, err := m.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: a.Update.TableName, Key: a.Update.Key, ConsistentRead: aws.Bool(true)})
-			if err != nil {
-				return nil, fmt.Errorf("size of %s item: %w", aws.ToString(a.Update.TableName), err)
-			}
-			m.written(a.Update.TableName, a.Update.Key, got.Item)
-			after := itemSize(got.Item)
-			ix := m.indexUnits(aws.ToString(a.Update.TableName), max(before[i], after))
-			units += writeUnits(max(before[i], after), true) + ix
-			index += ix
-		case a.Put != nil:
-			units += writeUnits(itemSize(a.Put.Item), true)
-		}
-	}
-	reported := 0.0
-	for _, cc := range out.ConsumedCapacity {
-		reported += aws.ToFloat64(cc.CapacityUnits)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.units += units
-	m.index += index
-	m.reported += reported
-	m.calls++
-	return out, nil
-}
-
-func (m *meter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	before, err := m.size(ctx, in.TableName, in.Key)
-	if err != nil {
-		return nil, err
-	}
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	in.ReturnValues = types.ReturnValueAllNew
-	out, err := m.db.UpdateItem(ctx, in, opts...)
-	if err != nil {
-		return out, err
-	}
-	m.written(in.TableName, in.Key, out.Attributes)
-	after := itemSize(out.Attributes)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ix := m.indexUnits(aws.ToString(in.TableName), max(before, after))
-	m.units += writeUnits(max(before, after), false) + ix
-	m.index += ix
-	m.reported += aws.ToFloat64(out.ConsumedCapacity.CapacityUnits)
-	m.calls++
-	return out, nil
-}
 
 // costOrder is what the cost processors read of an order.
 type costOrder struct {
@@ -264,7 +68,7 @@ func addExpression(delta map[string]int64) expression.UpdateBuilder {
 // naive is the inexact design the counters are measured against: one plain
 // UpdateItem per record and counter item, no dedupe (a redelivery counts
 // again).
-func naive(ctx context.Context, f *fixture, m *meter, recs []events.DynamoDBEventRecord) error {
+func naive(ctx context.Context, f *fixture, m *capacity.Meter, recs []events.DynamoDBEventRecord) error {
 	for _, rec := range recs {
 		cs, err := contributionsOf(f, rec)
 		if err != nil {
@@ -289,7 +93,7 @@ func naive(ctx context.Context, f *fixture, m *meter, recs []events.DynamoDBEven
 // perItemMarkers is the counters' previous design, in its path without
 // failures: per counter item one transaction of the coalesced update and one
 // marker per (record, item), 99 markers at most.
-func perItemMarkers(ctx context.Context, f *fixture, m *meter, recs []events.DynamoDBEventRecord) error {
+func perItemMarkers(ctx context.Context, f *fixture, m *capacity.Meter, recs []events.DynamoDBEventRecord) error {
 	type item struct{ table, keyName, key string }
 	type marked struct {
 		marker string
@@ -424,15 +228,10 @@ func measure(t *testing.T, db *dynamodb.Client, w costWorkload, design string) c
 	ctx := context.Background()
 	f := newFixture(t, db, stacktest.Tables(t))
 	seedCostItems(f)
-	m := &meter{db: db, indexes: func(table string) []tables.Index {
-		for _, def := range tables.All() {
-			if tables.Physical(f.prefix, def.Name) == table {
-				return def.GlobalIndexes
-			}
-		}
-		t.Fatalf("table %s: not defined", table)
-		return nil
-	}}
+	// Units by AWS's rules from the items' sizes (capacity.Meter), not
+	// DynamoDB Local's figure: Local charges a transaction once per table
+	// (TestLocalUndercountsTransactions).
+	m := capacity.NewMeter(db, f.prefix)
 	h := counting.New(counting.Deps{DB: m, Tables: f.tables})
 	for _, recs := range costBatches(f, w) {
 		var err error
@@ -455,7 +254,14 @@ func measure(t *testing.T, db *dynamodb.Client, w costWorkload, design string) c
 	if got, want := f.counters(f.tables.Users, "userId", "shopper")["orderCount"], int64(w.records); got != want {
 		t.Fatalf("%s, %s: orderCount %d, want %d", w.name, design, got, want)
 	}
-	return costResult{m.units, m.index, m.reported, m.calls}
+	calls := m.Calls()
+	for _, c := range calls {
+		if c.Failed {
+			t.Fatalf("%s, %s: a %s failed", w.name, design, c.Op)
+		}
+	}
+	sum := capacity.Sum(calls)
+	return costResult{sum.Write, sum.IndexWrite, sum.ReportedWrite, len(calls)}
 }
 
 // Prices and month of the API's cost table (docs/data-model.md).
@@ -567,8 +373,8 @@ func TestLargestTransactionFitsFourMB(t *testing.T) {
 		"category": wide(catalog.MaxCategoryLen), "priceCents": big, "stock": big, "createdAt": s("2026-11-23T08:00:00.000000000Z"),
 		"updatedAt": s("2026-11-23T08:00:00.000000000Z"), "version": big, "reviewCount": big, "ratingTotal": big, "unitsSold": big,
 	}
-	t.Logf("largest product: %d bytes", itemSize(product))
-	if got, limit := 100*itemSize(product), 4<<20; got >= limit {
+	t.Logf("largest product: %d bytes", capacity.ItemSize(product))
+	if got, limit := 100*capacity.ItemSize(product), 4<<20; got >= limit {
 		t.Errorf("100 of the largest product: %d bytes, want under %d", got, limit)
 	}
 }
@@ -577,8 +383,8 @@ func TestLargestTransactionFitsFourMB(t *testing.T) {
 // table for a transaction, whatever the number of its items: five markers in
 // one transaction are reported as the units of one. AWS charges every item
 // ("DynamoDB read and write operations"), so the cost table counts units by
-// item sizes (meter). Should Local start to report them, this fails and the
-// meter can take Local's figure.
+// item sizes (capacity.Meter). Should Local start to report them, this fails
+// and the meter can take Local's figure.
 func TestLocalUndercountsTransactions(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
 	var actions []types.TransactWriteItem
@@ -586,7 +392,7 @@ func TestLocalUndercountsTransactions(t *testing.T) {
 	for i := range 5 {
 		item := map[string]types.AttributeValue{"eventKey": s(fmt.Sprintf("orders#ev-%d", i)), "expiresAt": n(markerExpiry)}
 		actions = append(actions, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.tables.CounterEvents), Item: item}})
-		rule += writeUnits(itemSize(item), true)
+		rule += capacity.WriteUnits(capacity.ItemSize(item), true)
 	}
 	out, err := f.db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: actions, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
