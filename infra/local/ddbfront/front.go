@@ -210,11 +210,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			out = annotated
 		}
-		copyHeaders(w.Header(), resp.Header)
-		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(out)), 10))
-		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-		w.WriteHeader(resp.StatusCode)
-		w.Write(out)
+		relay(w, resp, out)
 		return
 	}
 	if target == "DynamoDB_20120810.DeleteTable" && resp.StatusCode == http.StatusOK {
@@ -225,9 +221,12 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
+		return
+	}
+	relay(w, resp, out)
 }
 
 // answerCommitted passes on DynamoDB Local's answer to a transaction once
@@ -246,9 +245,7 @@ func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *ht
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "transaction outcome unknown: "+err.Error())
 		return
 	}
-	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	w.Write(out)
+	relay(w, resp, out)
 }
 
 // answer writes the result of an operation the front serves itself.
@@ -269,16 +266,29 @@ func (f *Front) answer(w http.ResponseWriter, op func() (any, error)) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 	w.Header().Set("x-amzn-RequestId", fmt.Sprintf("front-%d", time.Now().UnixNano()))
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
+	send(w, http.StatusOK, body)
 }
 
-func copyHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		dst[k] = vs
+// relay passes on DynamoDB Local's answer with body in place of its own.
+func relay(w http.ResponseWriter, resp *http.Response, body []byte) {
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
 	}
+	send(w, resp.StatusCode, body)
+}
+
+// send writes every answer the front gives, with the CRC32 of its bytes in
+// X-Amz-Crc32. The SDK checks that header on every DynamoDB response and
+// takes a missing one for 0; DynamoDB Local sends none with its errors
+// (ConditionalCheckFailedException, TransactionCanceledException,
+// ResourceNotFoundException, ...), and a body the front rewrites would
+// outdate the one it does send.
+func send(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
@@ -289,10 +299,8 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 func writeErrorBody(w http.ResponseWriter, status int, v any) {
 	body, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 	w.Header().Set("x-amzn-RequestId", fmt.Sprintf("front-%d", time.Now().UnixNano()))
-	w.WriteHeader(status)
-	w.Write(body)
+	send(w, status, body)
 }
 
 // tablesOf names the tables a request touches, for the fault hook.
