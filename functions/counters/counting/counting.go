@@ -90,8 +90,19 @@ func (k counterKey) String() string { return k.table + "#" + k.key }
 type work struct {
 	record int // index in the batch
 	marker string
+	// at is the record's ApproximateCreationDateTime (Unix seconds): the
+	// time its change was made, which a counter item's watermark is held to.
+	at     int64
 	deltas []delta
 }
+
+// Watermark is the counter item attribute a repair sets (Unix seconds, the
+// audit's clock): the item's counters already hold every change made before
+// it. A record created before an item's watermark is not added to that item,
+// or a repair followed by a replay of the same record would count it twice;
+// its marker is still written, and its other items still count it
+// (docs/counters.md, "Repairs and the watermark").
+const Watermark = "countedThrough"
 
 // Handle applies a batch and reports the records it could not apply. A
 // record the batch holds twice (same eventID) is applied once.
@@ -116,13 +127,17 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		if err == nil && len(deltas) >= maxActions {
 			err = fmt.Errorf("%d counter items: more than one transaction holds with the record's marker", len(deltas))
 		}
+		if err == nil && len(deltas) > 0 && rec.Change.ApproximateCreationDateTime.IsZero() {
+			err = errors.New("no ApproximateCreationDateTime: the record cannot be held to a repaired item's watermark")
+		}
 		if err != nil {
 			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
 			failed[i] = true
 			continue
 		}
 		if len(deltas) > 0 {
-			todo = append(todo, &work{record: i, marker: ddbstream.TableName(rec) + "#" + rec.EventID, deltas: deltas})
+			todo = append(todo, &work{record: i, marker: ddbstream.TableName(rec) + "#" + rec.EventID,
+				at: rec.Change.ApproximateCreationDateTime.Unix(), deltas: deltas})
 		}
 	}
 
@@ -293,17 +308,22 @@ const maxContended = 8
 // with one conditional marker per record. A marker that already exists means
 // that record was applied before, to all its items: it is dropped and the rest
 // retried at once. An item that does not exist (a deleted product) is dropped
-// from the group, and its records are applied to their other items.
+// from the group, and its records are applied to their other items. An item a
+// repair has set a watermark on takes only the records created at or after
+// it: the transaction's condition fails when the item holds a watermark newer
+// than one of its records, returns the item, and the group is retried at once
+// with that watermark known.
 func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 	var res applied
 	missing := map[counterKey]bool{}
+	through := map[counterKey]int64{}
 	contended := 0
 	for len(g) > 0 {
-		in, items, err := h.transaction(g, missing)
+		in, items, err := h.transaction(g, missing, through)
 		if err != nil {
 			return res, err
 		}
-		if len(items) == 0 {
+		if len(items) == 0 && gone(g, missing) {
 			// Every item the records touch is gone: nothing to count, and
 			// nothing a redelivery could count twice.
 			return res, nil
@@ -327,10 +347,26 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 		for i, k := range items {
 			switch r := code(reasonAt(reasons, i)); {
 			case r == "ConditionalCheckFailed":
-				// The item does not exist: a deleted product, or a user
-				// removed by hand. Creating it would make a phantom.
-				h.deps.Logger.WarnContext(ctx, "counter item missing", "table", k.table, "key", k.key)
-				missing[k] = true
+				item := reasonAt(reasons, i).Item
+				if item == nil {
+					// The item does not exist: a deleted product, or a user
+					// removed by hand. Creating it would make a phantom.
+					h.deps.Logger.WarnContext(ctx, "counter item missing", "table", k.table, "key", k.key)
+					missing[k] = true
+					answered = true
+					continue
+				}
+				// A repair set the item's counters after some of the
+				// records were created: they are in it already.
+				w, err := watermark(item)
+				if err != nil {
+					return res, fmt.Errorf("counter item %s: %w", k, err)
+				}
+				if w <= through[k] {
+					return res, fmt.Errorf("counter item %s: condition failed at watermark %d, which was known", k, w)
+				}
+				h.deps.Logger.InfoContext(ctx, "counter item repaired", "table", k.table, "key", k.key, "countedThrough", w)
+				through[k] = w
 				answered = true
 			case retryable(r):
 				retry = true
@@ -371,6 +407,20 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 	return res, nil
 }
 
+// gone reports whether every counter item the group's records touch is
+// missing. Records that only repaired items hold (their watermarks are newer)
+// still write their markers.
+func gone(g txGroup, missing map[counterKey]bool) bool {
+	for _, w := range g {
+		for _, d := range w.deltas {
+			if !missing[d.item] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // retryable reports whether a cancellation reason is contention rather than
 // an answer: another transaction on the item, or throttling.
 func retryable(code string) bool {
@@ -390,20 +440,38 @@ func reasonAt(rs []types.CancellationReason, i int) types.CancellationReason {
 	return types.CancellationReason{}
 }
 
-// transaction builds the group's transaction: first one update per counter
-// item that exists as far as we know, adding the summed deltas of the group's
-// records (an item whose deltas sum to zero needs no update), then one marker
-// per record. It returns the updated items in action order.
-func (h *Handler) transaction(g txGroup, missing map[counterKey]bool) (*dynamodb.TransactWriteItemsInput, []counterKey, error) {
+// watermark reads an item's Watermark.
+func watermark(item map[string]types.AttributeValue) (int64, error) {
+	n, ok := item[Watermark].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("condition failed on an item without a numeric %s", Watermark)
+	}
+	w, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", Watermark, n.Value, err)
+	}
+	return w, nil
+}
+
+// transaction builds the group's transaction: first one action per counter
+// item that exists as far as we know and takes records of the group (those
+// created at or after its known watermark, through): an update adding their
+// summed deltas, or, where they sum to zero, a condition check that the item
+// holds no newer watermark; then one marker per record. It returns the items
+// in action order.
+func (h *Handler) transaction(g txGroup, missing map[counterKey]bool, through map[counterKey]int64) (*dynamodb.TransactWriteItemsInput, []counterKey, error) {
 	sums := map[counterKey]map[string]int64{}
+	oldest := map[counterKey]int64{} // the oldest record each item takes
 	for _, w := range g {
 		for _, d := range w.deltas {
-			if missing[d.item] {
+			if missing[d.item] || w.at < through[d.item] {
 				continue
 			}
 			if sums[d.item] == nil {
 				sums[d.item] = map[string]int64{}
+				oldest[d.item] = w.at
 			}
+			oldest[d.item] = min(oldest[d.item], w.at)
 			for k, v := range d.delta {
 				sums[d.item][k] += v
 			}
@@ -411,13 +479,21 @@ func (h *Handler) transaction(g txGroup, missing map[counterKey]bool) (*dynamodb
 	}
 	var items []counterKey
 	for _, k := range g.items() {
-		if nonZero(sums[k]) {
+		if sums[k] != nil {
 			items = append(items, k)
 		}
 	}
 	actions := make([]types.TransactWriteItem, 0, len(items)+len(g))
 	for _, k := range items {
-		u, err := h.update(k, sums[k])
+		if !nonZero(sums[k]) {
+			c, err := h.check(k, oldest[k])
+			if err != nil {
+				return nil, nil, err
+			}
+			actions = append(actions, types.TransactWriteItem{ConditionCheck: c})
+			continue
+		}
+		u, err := h.update(k, sums[k], oldest[k])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -451,9 +527,45 @@ func nonZero(sum map[string]int64) bool {
 	return false
 }
 
+// notRepairedSince is the condition that no repair set the item's counters
+// after the oldest record it takes was created.
+func notRepairedSince(oldest int64) expression.ConditionBuilder {
+	return expression.AttributeNotExists(expression.Name(Watermark)).
+		Or(expression.Name(Watermark).LessThanEqual(expression.Value(oldest)))
+}
+
+func (h *Handler) keyOf(item counterKey) (string, map[string]types.AttributeValue) {
+	keyName := "userId"
+	if item.table == h.deps.Tables.Products {
+		keyName = "productId"
+	}
+	return keyName, map[string]types.AttributeValue{keyName: &types.AttributeValueMemberS{Value: item.key}}
+}
+
+// check holds records whose deltas to one item sum to zero to the item's
+// watermark: taking all of them changes nothing, taking only the newer ones
+// would. It writes nothing, and an item that is gone passes.
+func (h *Handler) check(item counterKey, oldest int64) (*types.ConditionCheck, error) {
+	expr, err := expression.NewBuilder().WithCondition(notRepairedSince(oldest)).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build counter check of %s: %w", item, err)
+	}
+	_, key := h.keyOf(item)
+	return &types.ConditionCheck{
+		TableName:                           aws.String(item.table),
+		Key:                                 key,
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, nil
+}
+
 // update adds the summed deltas to one counter item and 1 to its version, on
-// the condition that the item exists.
-func (h *Handler) update(item counterKey, sum map[string]int64) (*types.Update, error) {
+// the condition that the item exists and holds no watermark newer than the
+// oldest record it takes. When the condition fails DynamoDB returns the item
+// (nothing when it is gone), at no extra cost.
+func (h *Handler) update(item counterKey, sum map[string]int64, oldest int64) (*types.Update, error) {
 	names := make([]string, 0, len(sum))
 	for k := range sum {
 		names = append(names, k)
@@ -463,20 +575,19 @@ func (h *Handler) update(item counterKey, sum map[string]int64) (*types.Update, 
 	for _, k := range names {
 		update = update.Add(expression.Name(k), expression.Value(sum[k]))
 	}
-	keyName := "userId"
-	if item.table == h.deps.Tables.Products {
-		keyName = "productId"
-	}
-	expr, err := expression.NewBuilder().WithUpdate(update).WithCondition(expression.AttributeExists(expression.Name(keyName))).Build()
+	keyName, key := h.keyOf(item)
+	cond := expression.AttributeExists(expression.Name(keyName)).And(notRepairedSince(oldest))
+	expr, err := expression.NewBuilder().WithUpdate(update).WithCondition(cond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build counter update of %s: %w", item, err)
 	}
 	return &types.Update{
-		TableName:                 aws.String(item.table),
-		Key:                       map[string]types.AttributeValue{keyName: &types.AttributeValueMemberS{Value: item.key}},
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
+		TableName:                           aws.String(item.table),
+		Key:                                 key,
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, nil
 }
