@@ -24,6 +24,9 @@ func auditCommand(ctx context.Context, t *target.Target, args []string, e env) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *repair && *settle < audit.MinRepairSettle {
+		return fmt.Errorf("-repair needs -settle %s or more: a repair's watermark sits settle/2 before its round (docs/operations.md)", audit.MinRepairSettle)
+	}
 	a, meter := newAuditor(t, e, audit.Config{Repair: *repair, Settle: *settle, MaxWait: *maxWait, Segments: *segments})
 	rep, err := a.Run(ctx)
 	meter.Stop()

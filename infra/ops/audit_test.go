@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -55,7 +56,10 @@ func TestAuditAndReindexCommands(t *testing.T) {
 	if code != 1 || !strings.Contains(strings.Join(strings.Fields(out), " "), "user/u1 orderCount 5 3 drift") {
 		t.Errorf("audit of a drifted counter: exit %d, want 1 and the line: user/u1 orderCount 5 3 drift", code)
 	}
-	if code, out := d.command("audit", "-repair", "-settle", "1s"); code != 0 || !strings.Contains(out, "1 repaired") {
+	if code, out := d.command("audit", "-repair", "-settle", "1s"); code != 2 || !strings.Contains(out, "-repair needs -settle 3s") {
+		t.Errorf("audit -repair -settle 1s: exit %d, want 2 and the reason", code)
+	}
+	if code, out := d.command("audit", "-repair", "-settle", "3s"); code != 0 || !strings.Contains(out, "1 repaired") {
 		t.Errorf("audit -repair: exit %d, want 0 and 1 repaired", code)
 	}
 	if _, drift := d.state(s); drift != "" {
@@ -70,5 +74,92 @@ func TestAuditAndReindexCommands(t *testing.T) {
 	}
 	if _, drift := d.state(s); drift != "" {
 		t.Errorf("after the reindex: %s", drift)
+	}
+}
+
+// TestRepairBeforeReplayCountsOnce: an incident throttles the counters until
+// their mappings give the batches up (orders placed, a review written and
+// another deleted, all in the failure bucket). After it, an order counts as
+// usual; the on-call engineer repairs the counters with the audit first and
+// replays the failure bucket after: the replayed records are in the repaired
+// counters already and count once, and an order placed after the repair
+// counts too.
+func TestRepairBeforeReplayCountsOnce(t *testing.T) {
+	d := startDrill(t, drillOptions{})
+	for _, u := range []string{"u1", "u2"} {
+		d.api(201, "POST", "/users", u, map[string]any{"name": strings.ToUpper(u)}, nil)
+	}
+	var p product
+	d.api(201, "POST", "/products", "admin", map[string]any{"name": "Kettle", "description": "Boils", "category": "kitchen", "priceCents": 1000, "stock": 100}, &p)
+	place := func(u string, qty int) {
+		d.api(201, "POST", "/users/"+u+"/orders", u, map[string]any{"items": []map[string]any{{"productId": p.ProductID, "quantity": qty}}}, nil)
+	}
+	review := func(u string, rating int) {
+		d.api(201, "PUT", "/products/"+p.ProductID+"/reviews/"+u, u, map[string]any{"rating": rating, "title": "t", "body": "b"}, nil)
+	}
+	review("u2", 2)
+	place("u1", 1)
+	want := func(u1, u2 user, units, reviews, ratings int64) string {
+		var wrong strings.Builder
+		for u, w := range map[string]user{"u1": u1, "u2": u2} {
+			var got user
+			d.api(200, "GET", "/users/"+u, u, nil, &got)
+			if got != w {
+				fmt.Fprintf(&wrong, "user %s: got %+v, want %+v; ", u, got, w)
+			}
+		}
+		var got product
+		d.api(200, "GET", "/products/"+p.ProductID, "", nil, &got)
+		if got.UnitsSold != units || got.ReviewCount != reviews || (reviews > 0 && (got.RatingAverage == nil || *got.RatingAverage != float64(ratings)/float64(reviews))) {
+			fmt.Fprintf(&wrong, "product: got units %d, reviews %d, rating %v; want %d, %d, %d/%d", got.UnitsSold, got.ReviewCount, got.RatingAverage, units, reviews, ratings, reviews)
+		}
+		return wrong.String()
+	}
+	eventually(t, "the counters before the incident", func() string {
+		return want(user{1, 1000, 0}, user{0, 0, 1}, 1, 1, 2)
+	})
+
+	d.fault(tables.CounterEvents, "TransactWriteItems", "ThrottlingException")
+	place("u1", 2)
+	place("u2", 3)
+	review("u1", 5)
+	d.api(204, "DELETE", "/products/"+p.ProductID+"/reviews/u2", "u2", nil, nil)
+	eventually(t, "the counters gave the incident's batches up", func() string {
+		got := d.failed()
+		if len(got["orders-counters"]) == 0 || len(got["reviews-counters"]) == 0 {
+			return fmt.Sprintf("failure objects: %d of orders-counters, %d of reviews-counters", len(got["orders-counters"]), len(got["reviews-counters"]))
+		}
+		return ""
+	})
+	d.settle()
+	d.clearFaults()
+	place("u2", 1)
+	d.settle()
+
+	eventually(t, "the order after the incident counted, the incident's records missing", func() string {
+		return want(user{1, 1000, 0}, user{1, 1000, 1}, 2, 1, 2)
+	})
+
+	if code, out := d.command("audit", "-repair", "-settle", "3s"); code != 0 || strings.Contains(out, " 0 repaired") {
+		t.Fatalf("audit -repair: exit %d, want 0 and repairs", code)
+	}
+	// u1: 1 + 2 units, and 1 more after the repair; u2: 3 + 1.
+	exact := func(after int64) string {
+		return want(user{2 + after, 3000 + 1000*after, 1}, user{2, 4000, 0}, 7+after, 1, 5)
+	}
+	if drift := exact(0); drift != "" {
+		t.Fatalf("after the repair: %s", drift)
+	}
+	after := int64(0) // orders placed after the repair
+
+	if code, _ := d.replay(); code != 0 {
+		t.Fatalf("replay: exit %d, want 0", code)
+	}
+	d.settle()
+	if drift := exact(after); drift != "" {
+		t.Errorf("after the replay, records the repair held counted again: %s", drift)
+	}
+	if code, out := d.command("audit", "-settle", "1s"); code != 0 || !strings.Contains(out, "0 counters differ") {
+		t.Errorf("audit after the replay: exit %d, want 0 and no drift", code)
 	}
 }

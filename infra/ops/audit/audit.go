@@ -14,6 +14,14 @@
 // difference counts as drift only when two settled rounds in a row find it,
 // at the same version. A repair is conditional on the
 // version that was judged, so it never overwrites a write it did not see.
+//
+// A repair also sets the item's watermark (counting.Watermark) to Settle/2
+// before the round began: every change the repaired counters hold was made
+// before it, every change they miss after it. The counters processor then
+// adds to the item only records created at or after the watermark, so a
+// record still on its way when the item was repaired (retried, or kept in the
+// failure bucket for a replay) is not counted twice (docs/counters.md,
+// "Repairs and the watermark").
 package audit
 
 import (
@@ -67,7 +75,8 @@ type Config struct {
 	MaxWait time.Duration
 	// Segments is the number of parallel scan segments per table (default 4).
 	Segments int
-	// Repair corrects the drift it proves.
+	// Repair corrects the drift it proves. It needs a Settle of at least
+	// MinRepairSettle; New raises a shorter one.
 	Repair bool
 	// Progress, when set, counts what was read.
 	Progress *progress.Meter
@@ -77,6 +86,12 @@ type Config struct {
 	BeforeSource func(round int)
 }
 
+// MinRepairSettle is the shortest Settle a repair accepts. The watermark sits
+// Settle/2 before the round began, and a change made after that start must
+// not fall before it: stream times are floored to the second (1 s), and the
+// audit's clock may differ from DynamoDB's by what is left of Settle/2.
+const MinRepairSettle = 3 * time.Second
+
 // Auditor audits and repairs counters.
 type Auditor struct{ cfg Config }
 
@@ -84,6 +99,9 @@ type Auditor struct{ cfg Config }
 func New(cfg Config) *Auditor {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 5 * time.Second
+	}
+	if cfg.Repair && cfg.Settle < MinRepairSettle {
+		cfg.Settle = MinRepairSettle
 	}
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 2 * time.Minute
@@ -245,8 +263,11 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	for round := 1; ; round++ {
 		rep.Rounds = round
 		// Writes older than cutoff have reached the counters before the
-		// first reading began.
-		cutoff := clock.Format(time.Now().Add(-a.cfg.Settle))
+		// first reading began; a repair of this round holds every change
+		// made before watermark and none made after.
+		start := time.Now()
+		cutoff := clock.Format(start.Add(-a.cfg.Settle))
+		watermark := start.Add(-a.cfg.Settle / 2).Unix()
 		first, err := a.readItems(ctx, pending)
 		if err != nil {
 			return rep, err
@@ -289,7 +310,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 			}
 			delete(suspects, it)
 			if a.cfg.Repair && len(src.problems) == 0 {
-				done, err := a.repair(ctx, it, r1.version, diffs)
+				done, err := a.repair(ctx, it, r1.version, watermark, diffs)
 				if err != nil {
 					return rep, err
 				}

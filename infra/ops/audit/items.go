@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/ops/scan"
 )
 
@@ -136,11 +137,13 @@ func decodeReading(k Kind, item map[string]types.AttributeValue) (Item, reading,
 	return it, r, nil
 }
 
-// repair sets the drifting counters of it to their computed values, on the
-// condition that the item is still at the version that was judged. It
-// reports false when the item moved (or went) since.
-func (a *Auditor) repair(ctx context.Context, it Item, version int64, diffs []Drift) (bool, error) {
-	upd := expression.Add(expression.Name("version"), expression.Value(1))
+// repair sets the drifting counters of it to their computed values and its
+// watermark (Unix seconds) to the time before which the computed values hold
+// every change, on the condition that the item is still at the version that
+// was judged. It reports false when the item moved (or went) since.
+func (a *Auditor) repair(ctx context.Context, it Item, version, watermark int64, diffs []Drift) (bool, error) {
+	upd := expression.Add(expression.Name("version"), expression.Value(1)).
+		Set(expression.Name(counting.Watermark), expression.Value(watermark))
 	for _, d := range diffs {
 		upd = upd.Set(expression.Name(d.Counter), expression.Value(d.Computed))
 	}
