@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -101,6 +102,10 @@ type Poller struct {
 	wg      sync.WaitGroup
 	runners []*runner
 
+	// invocations counts the batches whose invocation returned: Idle
+	// waits for a round in which none did.
+	invocations atomic.Int64
+
 	mu          sync.Mutex
 	failures    map[string][]Failure // by mapping name
 	checkpoints map[string]string    // mapping/shard -> last sequence number done
@@ -168,10 +173,25 @@ func (p *Poller) Failures(mapping string) []Failure {
 }
 
 // Idle returns once, for every mapping, a listing of the stream and a poll of
-// each of its shards that began after the call found every shard read to the
-// end with nothing buffered or in flight.
+// each of its shards that began after a moment found every shard read to the
+// end with nothing buffered or in flight, and no invocation returned in
+// between: a function's writes (the counters' updates of products, which the
+// indexer follows) were read by the mappings that follow them.
 func (p *Poller) Idle(ctx context.Context) error {
-	since := time.Now()
+	for {
+		before := p.invocations.Load()
+		if err := p.quietSince(ctx, time.Now()); err != nil {
+			return err
+		}
+		if p.invocations.Load() == before {
+			return nil
+		}
+	}
+}
+
+// quietSince returns once every mapping's shards were found quiet by polls
+// that began after since.
+func (p *Poller) quietSince(ctx context.Context, since time.Time) error {
 	for {
 		done := true
 		for _, r := range p.runners {

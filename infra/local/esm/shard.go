@@ -383,6 +383,7 @@ func (r *runner) dispatch(ctx context.Context, s *shard) {
 // complete takes a batch back from its lane and moves the checkpoint over
 // the records now done.
 func (r *runner) complete(s *shard, res result) error {
+	r.p.invocations.Add(1)
 	s.inflight--
 	s.lanes[res.lane].busy = false
 	if !res.ok {

@@ -6,14 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/infra/local/stack"
@@ -102,10 +98,10 @@ func BenchmarkAudit(b *testing.B) {
 		}
 		productItems = append(productItems, item)
 	}
-	load(b, db, name(tables.Users), userItems)
-	load(b, db, name(tables.Products), productItems)
-	load(b, db, name(tables.Orders), orderItems)
-	load(b, db, name(tables.Reviews), reviewItems)
+	stacktest.Load(b, db, name(tables.Users), userItems)
+	stacktest.Load(b, db, name(tables.Products), productItems)
+	stacktest.Load(b, db, name(tables.Orders), orderItems)
+	stacktest.Load(b, db, name(tables.Reviews), reviewItems)
 	s3c := st.S3()
 	for start := 0; start < len(lines); start += 100 {
 		var buf bytes.Buffer
@@ -133,41 +129,4 @@ func BenchmarkAudit(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/audit")
-}
-
-// load writes items with BatchWriteItem, 25 at a time, 8 calls at once.
-func load(tb testing.TB, db *dynamodb.Client, table string, items []map[string]any) {
-	tb.Helper()
-	ctx := context.Background()
-	work := make(chan []map[string]any)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for chunk := range work {
-				var reqs []types.WriteRequest
-				for _, it := range chunk {
-					av, err := attributevalue.MarshalMap(it)
-					if err != nil {
-						tb.Error(err)
-						return
-					}
-					reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: av}})
-				}
-				in := map[string][]types.WriteRequest{table: reqs}
-				for len(in) > 0 {
-					out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: in})
-					if err != nil {
-						tb.Error(err)
-						return
-					}
-					in = out.UnprocessedItems
-				}
-			}
-		})
-	}
-	for start := 0; start < len(items); start += 25 {
-		work <- items[start:min(start+25, len(items))]
-	}
-	close(work)
-	wg.Wait()
 }

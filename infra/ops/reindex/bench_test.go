@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/opensearch-project/opensearch-go/v4"
 
 	"github.com/shopstream/shopstream/infra/local/stack"
@@ -36,7 +32,7 @@ func BenchmarkReindex(b *testing.B) {
 			"description": "A " + words[(i/100)%10] + " for the kitchen", "category": words[i%7], "priceCents": 100 + i,
 			"stock": 10, "reviewCount": i % 9, "ratingTotal": 3 * (i % 9), "unitsSold": i % 50, "version": 1 + i%4}
 	}
-	load(b, db, tables.Physical(prefix, tables.Products), items)
+	stacktest.Load(b, db, tables.Physical(prefix, tables.Products), items)
 	search, err := opensearch.NewClient(opensearch.Config{Addresses: []string{st.SearchURL}})
 	if err != nil {
 		b.Fatal(err)
@@ -59,41 +55,4 @@ func BenchmarkReindex(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "docs/s")
-}
-
-// load writes items with BatchWriteItem, 25 at a time, 8 calls at once.
-func load(tb testing.TB, db *dynamodb.Client, table string, items []map[string]any) {
-	tb.Helper()
-	ctx := context.Background()
-	work := make(chan []map[string]any)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for chunk := range work {
-				var reqs []types.WriteRequest
-				for _, it := range chunk {
-					av, err := attributevalue.MarshalMap(it)
-					if err != nil {
-						tb.Error(err)
-						return
-					}
-					reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: av}})
-				}
-				in := map[string][]types.WriteRequest{table: reqs}
-				for len(in) > 0 {
-					out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: in})
-					if err != nil {
-						tb.Error(err)
-						return
-					}
-					in = out.UnprocessedItems
-				}
-			}
-		})
-	}
-	for start := 0; start < len(items); start += 25 {
-		work <- items[start:min(start+25, len(items))]
-	}
-	close(work)
-	wg.Wait()
 }
