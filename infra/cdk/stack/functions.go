@@ -136,8 +136,8 @@ func Accesses() map[string]Access {
 		wiring.Counters: {
 			Tables: []string{tables.Users, tables.Products, tables.CounterEvents},
 			TableActions: map[string][]string{
-				tables.Users:         {"dynamodb:UpdateItem"},
-				tables.Products:      {"dynamodb:UpdateItem"},
+				tables.Users:         {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+				tables.Products:      {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 				tables.CounterEvents: {"dynamodb:PutItem"},
 			},
 			StreamTables: streamTables(wiring.Counters),
