@@ -37,13 +37,17 @@ var commitTargets = map[string]bool{
 }
 
 // barrier runs one request at a time on behalf of every waiter that arrived
-// before it started.
+// before it started. The stream follower (position.go) runs its passes on
+// one too.
 type barrier struct {
 	run func(context.Context) error
+	// timeout bounds one run; 0 means barrierTimeout.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	running bool
 	waiting []chan error
+	kicked  bool
 }
 
 // wait returns once a run that started after wait was called has ended,
@@ -65,18 +69,33 @@ func (b *barrier) wait(ctx context.Context) error {
 	}
 }
 
+// kick makes sure a run starts after it was called, without waiting for it.
+func (b *barrier) kick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.kicked = true
+	if !b.running {
+		b.running = true
+		go b.loop()
+	}
+}
+
 func (b *barrier) loop() {
+	timeout := b.timeout
+	if timeout == 0 {
+		timeout = barrierTimeout
+	}
 	for {
 		b.mu.Lock()
-		batch := b.waiting
-		b.waiting = nil
-		if len(batch) == 0 {
+		batch, kicked := b.waiting, b.kicked
+		b.waiting, b.kicked = nil, false
+		if len(batch) == 0 && !kicked {
 			b.running = false
 			b.mu.Unlock()
 			return
 		}
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), barrierTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := b.run(ctx)
 		cancel()
 		for _, done := range batch {

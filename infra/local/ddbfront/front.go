@@ -1,8 +1,9 @@
 // Package ddbfront is the stack's DynamoDB endpoint: it passes every DynamoDB
 // and DynamoDB Streams request through to DynamoDB Local unchanged and adds what
 // DynamoDB Local lacks: TTL expiry (a sweeper), the service userIdentity on the
-// REMOVE stream records the sweeper caused, injectable AWS-shaped faults for
-// reliability tests, and a transaction acknowledged only once it is committed.
+// REMOVE stream records the sweeper caused, stream records' creation times to
+// the second, injectable AWS-shaped faults for reliability tests, and a
+// transaction acknowledged only once it is committed.
 package ddbfront
 
 import (
@@ -15,10 +16,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -34,7 +37,8 @@ type Config struct {
 	// SweepInterval is the TTL sweeper's period; 0 disables the background loop
 	// (Sweep can still be called).
 	SweepInterval time.Duration
-	// DataDir keeps the sweeper's ledger so annotations survive a restart; "" keeps it in memory.
+	// DataDir keeps the sweeper's ledger and the stream records' creation
+	// seconds, so annotations survive a restart; "" keeps them in memory.
 	DataDir string
 	Logger  *slog.Logger
 	// Now is the clock; default time.Now.
@@ -84,6 +88,11 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		l.close()
 		return nil, err
 	}
+	stamps, seen, err := openStampLog(cfg.DataDir, time.Now())
+	if err != nil {
+		l.close()
+		return nil, err
+	}
 	f := &Front{
 		cfg: cfg,
 		client: &http.Client{Transport: &http.Transport{
@@ -93,13 +102,14 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		ledger:    l,
 		ttl:       ttl,
 		faults:    &faults{},
-		positions: &positions{streams: cfg.Streams, shards: map[string]*shardPos{}},
+		positions: newPositions(cfg.Streams, cfg.DynamoDB, cfg.Logger, stamps, seen),
 		stop:      make(chan struct{}),
 	}
 	if cfg.CommitBarrier {
 		f.barrier = &barrier{run: f.listTablesBarrier}
 	}
 	if err := f.settlePending(ctx); err != nil {
+		f.positions.close()
 		l.close()
 		return nil, err
 	}
@@ -110,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 	return f, nil
 }
 
-// Close stops the sweeper and closes the ledger.
+// Close stops the sweeper and the stream follower and closes the ledger.
 func (f *Front) Close() error {
 	select {
 	case <-f.stop:
@@ -119,7 +129,7 @@ func (f *Front) Close() error {
 	}
 	f.wg.Wait()
 	f.client.CloseIdleConnections()
-	return f.ledger.close()
+	return errors.Join(f.positions.close(), f.ledger.close())
 }
 
 func (f *Front) sweepLoop() {
@@ -178,6 +188,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.answer(w, func() (any, error) { return f.describeTimeToLive(r.Context(), body) })
 		return
 	}
+	var streams []string
+	if writeTargets[target] {
+		streams = f.positions.before(r.Context(), writtenTables(op, body))
+	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, f.cfg.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
@@ -195,6 +209,11 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if len(streams) > 0 && resp.StatusCode == http.StatusOK {
+		// DynamoDB Local answers once the write is applied, stream records
+		// included: the pass finds them, and stamps them before the answer.
+		f.positions.after(r.Context(), streams)
+	}
 	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
 		f.answerCommitted(w, r, resp)
 		return
@@ -205,7 +224,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
 			return
 		}
-		if annotated, err := f.annotate(body, out); err != nil {
+		if annotated, err := f.annotate(r.Context(), body, out); err != nil {
 			f.cfg.Logger.Warn("annotate stream records", "err", err.Error())
 		} else {
 			out = annotated
@@ -213,11 +232,14 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		relay(w, resp, out)
 		return
 	}
-	if target == "DynamoDB_20120810.DeleteTable" && resp.StatusCode == http.StatusOK {
+	if tableTargets[target] && resp.StatusCode == http.StatusOK {
 		var in struct{ TableName string }
 		if json.Unmarshal(body, &in) == nil {
-			if err := f.ttl.forget(in.TableName); err != nil {
-				f.cfg.Logger.Warn("forget ttl setting", "table", in.TableName, "err", err.Error())
+			f.positions.forget(in.TableName)
+			if target == "DynamoDB_20120810.DeleteTable" {
+				if err := f.ttl.forget(in.TableName); err != nil {
+					f.cfg.Logger.Warn("forget ttl setting", "table", in.TableName, "err", err.Error())
+				}
 			}
 		}
 	}
@@ -303,7 +325,109 @@ func writeErrorBody(w http.ResponseWriter, status int, v any) {
 	send(w, status, body)
 }
 
-// tablesOf names the tables a request touches, for the fault hook.
+// writeTargets are the operations that change items, and so write stream records.
+var writeTargets = map[string]bool{
+	"DynamoDB_20120810.PutItem":               true,
+	"DynamoDB_20120810.UpdateItem":            true,
+	"DynamoDB_20120810.DeleteItem":            true,
+	"DynamoDB_20120810.BatchWriteItem":        true,
+	"DynamoDB_20120810.TransactWriteItems":    true,
+	"DynamoDB_20120810.ExecuteStatement":      true,
+	"DynamoDB_20120810.BatchExecuteStatement": true,
+	"DynamoDB_20120810.ExecuteTransaction":    true,
+}
+
+// tableTargets are the operations after which a table's stream may be another.
+var tableTargets = map[string]bool{
+	"DynamoDB_20120810.CreateTable": true,
+	"DynamoDB_20120810.UpdateTable": true,
+	"DynamoDB_20120810.DeleteTable": true,
+}
+
+// writtenTables names the tables a write may change, each once: tablesOf's
+// for the item APIs, the target of each INSERT, UPDATE and DELETE statement
+// for PartiQL.
+func writtenTables(op string, body []byte) []string {
+	var names []string
+	switch op {
+	case "ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction":
+		var req struct {
+			Statement                      string
+			Statements, TransactStatements []struct{ Statement string }
+		}
+		if json.Unmarshal(body, &req) != nil {
+			return nil
+		}
+		stmts := []string{req.Statement}
+		for _, s := range append(req.Statements, req.TransactStatements...) {
+			stmts = append(stmts, s.Statement)
+		}
+		for _, s := range stmts {
+			if t := statementTable(s); t != "" {
+				names = append(names, t)
+			}
+		}
+	default:
+		names = tablesOf(op, body)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// statementTable reads the table a PartiQL INSERT INTO, UPDATE or DELETE FROM
+// statement writes, its name plain or in double quotes; "" for any other
+// statement.
+func statementTable(stmt string) string {
+	rest := stmt
+	word := func() string {
+		rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+		i := strings.IndexFunc(rest, func(r rune) bool { return !unicode.IsLetter(r) })
+		if i < 0 {
+			i = len(rest)
+		}
+		w := rest[:i]
+		rest = rest[i:]
+		return strings.ToUpper(w)
+	}
+	switch word() {
+	case "INSERT":
+		if word() != "INTO" {
+			return ""
+		}
+	case "DELETE":
+		if word() != "FROM" {
+			return ""
+		}
+	case "UPDATE":
+	default:
+		return ""
+	}
+	rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+	if strings.HasPrefix(rest, `"`) {
+		var name strings.Builder
+		for i := 1; i < len(rest); i++ {
+			if rest[i] != '"' {
+				name.WriteByte(rest[i])
+				continue
+			}
+			if i+1 < len(rest) && rest[i+1] == '"' { // "" stands for one "
+				name.WriteByte('"')
+				i++
+				continue
+			}
+			return name.String()
+		}
+		return ""
+	}
+	i := strings.IndexFunc(rest, func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') })
+	if i < 0 {
+		i = len(rest)
+	}
+	return rest[:i]
+}
+
+// tablesOf names the tables a request touches, for the fault hook and the
+// stream follower.
 func tablesOf(op string, body []byte) []string {
 	var req struct {
 		TableName     string

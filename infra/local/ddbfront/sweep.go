@@ -189,6 +189,11 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 			switch {
 			case err == nil:
 				deleted[i] = true
+				if streamArn != "" {
+					// The sweeper writes past the front: its REMOVE
+					// records get their second from the next pass.
+					f.positions.kick(streamArn)
+				}
 			case errors.As(err, &ccf):
 				// Extended or deleted meanwhile: not ours to remove.
 			default:
@@ -206,6 +211,12 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 	if entries != nil {
 		if err := f.ledger.settle(entries, deleted); err != nil {
 			return n, err
+		}
+	}
+	if streamArn != "" && n > 0 {
+		// The page's REMOVE records are stamped when the sweep returns.
+		if err := f.positions.sync(ctx, streamArn); err != nil {
+			f.cfg.Logger.WarnContext(ctx, "follow stream", "table", table, "err", err.Error())
 		}
 	}
 	return n, errors.Join(errs...)
@@ -244,13 +255,17 @@ func (f *Front) settlePending(ctx context.Context) error {
 // with lower case).
 var serviceIdentity = json.RawMessage(`{"PrincipalId":"dynamodb.amazonaws.com","Type":"Service"}`)
 
-// annotate adds the service userIdentity to the REMOVE records the sweeper caused.
-func (f *Front) annotate(reqBody, respBody []byte) ([]byte, error) {
+// annotate rewrites a GetRecords answer as DynamoDB Streams would have
+// given it: each record's creation time to the second when the follower
+// knows it (stamp.go), and the service userIdentity on the REMOVE records the
+// sweeper caused.
+func (f *Front) annotate(ctx context.Context, reqBody, respBody []byte) ([]byte, error) {
 	var req struct{ ShardIterator string }
 	if err := json.Unmarshal(reqBody, &req); err != nil {
 		return nil, fmt.Errorf("decode get records request: %w", err)
 	}
 	streamArn := streamOfIterator(req.ShardIterator)
+	shard := shardOfIterator(req.ShardIterator)
 	var resp map[string]json.RawMessage
 	if err := json.Unmarshal(respBody, &resp); err != nil {
 		return nil, fmt.Errorf("decode get records response: %w", err)
@@ -259,24 +274,55 @@ func (f *Front) annotate(reqBody, respBody []byte) ([]byte, error) {
 	if err := json.Unmarshal(resp["Records"], &records); err != nil || len(records) == 0 {
 		return respBody, nil
 	}
+	changes := make([]map[string]json.RawMessage, len(records))
+	seqs := make([]string, len(records))
+	behind := false
+	for i, rec := range records {
+		if json.Unmarshal(rec["dynamodb"], &changes[i]) != nil || json.Unmarshal(changes[i]["SequenceNumber"], &seqs[i]) != nil {
+			continue
+		}
+		if _, covered := f.positions.stampOf(streamArn, shard, seqs[i]); !covered {
+			behind = true
+		}
+	}
+	if behind && shard != "" {
+		// A reader ahead of the follower: a write's records can be read
+		// between DynamoDB Local's answer and the pass the front runs then.
+		f.positions.reading(streamArn)
+		if err := f.positions.sync(ctx, streamArn); err != nil {
+			f.cfg.Logger.WarnContext(ctx, "follow stream", "table", tableFromStreamARN(streamArn), "err", err.Error())
+		}
+	}
 	changed := false
-	for _, rec := range records {
+	for i, rec := range records {
+		d := changes[i]
+		if d == nil {
+			continue
+		}
+		if sec, _ := f.positions.stampOf(streamArn, shard, seqs[i]); sec != unknown {
+			if v, ok := restamp(d["ApproximateCreationDateTime"], sec); ok {
+				d["ApproximateCreationDateTime"] = v
+				raw, err := json.Marshal(d)
+				if err != nil {
+					return nil, fmt.Errorf("encode record %s: %w", seqs[i], err)
+				}
+				rec["dynamodb"] = raw
+				changed = true
+			}
+		}
 		var name string
 		if json.Unmarshal(rec["eventName"], &name) != nil || name != "REMOVE" {
 			continue
 		}
-		var d struct {
-			Keys           map[string]map[string]json.RawMessage
-			SequenceNumber string
-		}
-		if json.Unmarshal(rec["dynamodb"], &d) != nil {
+		var keys map[string]map[string]json.RawMessage
+		if json.Unmarshal(d["Keys"], &keys) != nil {
 			continue
 		}
-		key, ok := keyFromJSON(d.Keys)
+		key, ok := keyFromJSON(keys)
 		if !ok {
 			continue
 		}
-		if f.ledger.isSweep(streamArn, key, d.SequenceNumber) {
+		if f.ledger.isSweep(streamArn, key, seqs[i]) {
 			rec["userIdentity"] = serviceIdentity
 			changed = true
 		}
