@@ -211,8 +211,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	if len(streams) > 0 && resp.StatusCode == http.StatusOK {
 		// DynamoDB Local answers once the write is applied, stream records
-		// included: the pass finds them, and stamps them before the answer.
-		f.positions.after(r.Context(), streams)
+		// included.
+		f.positions.wrote(streams...)
 	}
 	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
 		f.answerCommitted(w, r, resp)

@@ -21,9 +21,10 @@ import (
 // stream from where the previous pass stopped to its end; passes serve two
 // needs. The sweeper learns, before it deletes, the highest sequence number
 // already written: the REMOVE records its deletions cause come after it, a
-// user's earlier delete of the same key before it. And the front runs a pass
-// of a table's stream after each write to the table, before answering it, so
-// that each record gets the second in which it was first seen (stamp.go).
+// user's earlier delete of the same key before it. And every write the front
+// passes on starts a pass of its table's stream, in the background, so that
+// each record gets the second the pass that first found it started in
+// (stamp.go).
 type positions struct {
 	streams recordReader
 	tables  tableDescriber
@@ -58,17 +59,21 @@ type streamPos struct {
 	// next one, which serves every request made meanwhile.
 	passes *barrier
 
-	// mu guards what lookups read while a pass runs: shards, each shard's
-	// last, closed and stamps, and ready. Only passes write them.
+	// mu guards the fields below and each shard's last, closed and stamps,
+	// which lookups read while a pass runs. A shard's iterator and afterTrim
+	// are the passes' own.
 	mu     sync.Mutex
 	shards map[string]*shardPos
 	// ready is set by the first pass that read every shard to its end: a
-	// record a later pass finds is new, and gets the second it was found in.
+	// record a later pass finds is new, and gets the pass's start.
 	ready bool
-
-	// Pass-only.
-	listedAt time.Time
+	// wantedAt is when the first write not yet served by a pass was
+	// answered by DynamoDB Local: the start of the next pass.
+	wantedAt time.Time
+	// relist asks the next pass to list the shards: one closed, or a reader
+	// read one the follower does not know.
 	relist   bool
+	listedAt time.Time
 }
 
 type shardPos struct {
@@ -91,7 +96,7 @@ const pageLimit = 1000
 const passTimeout = 2 * time.Minute
 
 // relistEvery is how often a pass lists a stream's shards even when nothing
-// suggests a new one (a shard closed, or a pass after a write found nothing).
+// suggests a new one.
 const relistEvery = time.Minute
 
 func newPositions(streams recordReader, tables tableDescriber, log *slog.Logger, stamps *stampLog, loaded map[string]map[string]*shardPos) *positions {
@@ -159,16 +164,23 @@ func (p *positions) forget(table string) {
 	p.tableGen++
 }
 
-// reading notes that a reader reads stream arn: if it is newer than the
-// stream the follower knows for its table (the table was recreated through
-// another endpoint), the follower looks the table up again.
-func (p *positions) reading(arn string) {
+// reading notes that a reader reads a shard of stream arn ahead of the
+// follower. If the stream is newer than the one the follower knows for its
+// table (the table was recreated past the front), the follower looks the
+// table up again; if the shard is new to it, the next pass lists the shards.
+func (p *positions) reading(arn, shard string) {
 	table := tableFromStreamARN(arn)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if known, ok := p.arnOf[table]; ok && known != arn && streamLabel(known) < streamLabel(arn) {
 		delete(p.arnOf, table)
 		p.tableGen++
+	}
+	s := p.streamLocked(arn)
+	p.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shards[shard] == nil {
+		s.relist = true
 	}
 }
 
@@ -209,35 +221,35 @@ func (p *positions) before(ctx context.Context, tables []string) []string {
 	return arns
 }
 
-// after runs a pass of each stream a write changed and returns when all
-// have ended, so that the write's records are stamped before it is answered.
-func (p *positions) after(ctx context.Context, arns []string) {
-	var wg sync.WaitGroup
+// wrote starts a pass of each stream a write has changed, without waiting
+// for it. Called once DynamoDB Local has answered the write and before the
+// client has the answer, it fixes the pass's start then: the write's records
+// were written before it, and its answer comes after it.
+func (p *positions) wrote(arns ...string) {
+	now := time.Now()
 	for _, arn := range arns {
-		wg.Go(func() {
-			if err := p.sync(ctx, arn); err != nil {
-				p.log.WarnContext(ctx, "follow stream", "table", tableFromStreamARN(arn), "err", err.Error())
-			}
-		})
+		s := p.stream(arn)
+		s.mu.Lock()
+		if s.wantedAt.IsZero() {
+			s.wantedAt = now
+		}
+		s.mu.Unlock()
+		s.passes.kick()
 	}
-	wg.Wait()
 }
 
-// sync returns once a pass of the stream that started after the call has ended.
-func (p *positions) sync(ctx context.Context, arn string) error {
+// follow returns once a pass of the stream that started after the call has ended.
+func (p *positions) follow(ctx context.Context, arn string) error {
 	if err := p.stream(arn).passes.wait(ctx); err != nil {
 		return fmt.Errorf("follow stream %s: %w", arn, err)
 	}
 	return nil
 }
 
-// kick starts a pass of the stream after the call, without waiting for it.
-func (p *positions) kick(arn string) { p.stream(arn).passes.kick() }
-
 // end reads the stream up to its current end and returns the highest sequence
 // number seen ("" for an empty stream).
 func (p *positions) end(ctx context.Context, arn string) (string, error) {
-	if err := p.sync(ctx, arn); err != nil {
+	if err := p.follow(ctx, arn); err != nil {
 		return "", err
 	}
 	s := p.stream(arn)
@@ -285,25 +297,21 @@ func (p *positions) pass(ctx context.Context, s *streamPos) error {
 	defer cancel()
 	defer context.AfterFunc(p.life, cancel)()
 
-	listed := false
-	if s.relist || time.Since(s.listedAt) > relistEvery {
+	s.mu.Lock()
+	start := s.wantedAt
+	s.wantedAt = time.Time{}
+	relist := s.relist || time.Since(s.listedAt) > relistEvery
+	s.mu.Unlock()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	if relist {
 		if err := p.list(ctx, s); err != nil {
 			return err
 		}
-		listed = true
 	}
-	found, err := p.readShards(ctx, s)
-	if err != nil {
+	if err := p.readShards(ctx, s, start.Unix()); err != nil {
 		return err
-	}
-	if !found && !listed {
-		// A write whose records are in none of the shards known went to a new one.
-		if err := p.list(ctx, s); err != nil {
-			return err
-		}
-		if _, err := p.readShards(ctx, s); err != nil {
-			return err
-		}
 	}
 	s.mu.Lock()
 	s.ready = true
@@ -349,9 +357,9 @@ func (p *positions) list(ctx context.Context, s *streamPos) error {
 	return nil
 }
 
-// readShards reads every open shard to its end and reports whether it found
-// a record not seen before.
-func (p *positions) readShards(ctx context.Context, s *streamPos) (bool, error) {
+// readShards reads every open shard to its end. The records not seen before
+// get second sec, once the stream is ready.
+func (p *positions) readShards(ctx context.Context, s *streamPos, sec int64) error {
 	s.mu.Lock()
 	var open []*shardPos
 	for _, sh := range s.shards {
@@ -361,19 +369,15 @@ func (p *positions) readShards(ctx context.Context, s *streamPos) (bool, error) 
 	}
 	s.mu.Unlock()
 	slices.SortFunc(open, func(a, b *shardPos) int { return strings.Compare(a.id, b.id) })
-	found := false
 	for _, sh := range open {
-		n, err := p.read(ctx, s, sh)
-		if err != nil {
-			return found, err
+		if err := p.read(ctx, s, sh, sec); err != nil {
+			return err
 		}
-		found = found || n
 	}
-	return found, nil
+	return nil
 }
 
-func (p *positions) read(ctx context.Context, s *streamPos, sh *shardPos) (bool, error) {
-	found := false
+func (p *positions) read(ctx context.Context, s *streamPos, sh *shardPos, sec int64) error {
 	for {
 		if sh.iterator == nil {
 			in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(s.arn), ShardId: aws.String(sh.id), ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon}
@@ -386,10 +390,10 @@ func (p *positions) read(ctx context.Context, s *streamPos, sh *shardPos) (bool,
 				s.mu.Lock()
 				sh.closed = true
 				s.mu.Unlock()
-				return found, nil
+				return nil
 			}
 			if err != nil {
-				return found, fmt.Errorf("shard iterator %s: %w", sh.id, err)
+				return fmt.Errorf("shard iterator %s: %w", sh.id, err)
 			}
 			sh.iterator = out.ShardIterator
 		}
@@ -404,7 +408,7 @@ func (p *positions) read(ctx context.Context, s *streamPos, sh *shardPos) (bool,
 			continue
 		}
 		if err != nil {
-			return found, fmt.Errorf("read stream %s: %w", s.arn, err)
+			return fmt.Errorf("read stream %s: %w", s.arn, err)
 		}
 		now := time.Now().Unix()
 		var made []boundary
@@ -414,15 +418,14 @@ func (p *positions) read(ctx context.Context, s *streamPos, sh *shardPos) (bool,
 			if !seqLess(sh.last, seq) {
 				continue
 			}
-			sec := int64(unknown)
+			stamp := int64(unknown)
 			if s.ready {
-				sec = now
+				stamp = sec
 			}
-			if b, ok := sh.note(seq, sec, now); ok {
+			if b, ok := sh.note(seq, stamp, now); ok {
 				made = append(made, b)
 			}
 			sh.afterTrim = false
-			found = true
 		}
 		sh.iterator = out.NextShardIterator
 		if sh.iterator == nil {
@@ -432,7 +435,7 @@ func (p *positions) read(ctx context.Context, s *streamPos, sh *shardPos) (bool,
 		s.mu.Unlock()
 		p.stamps.add(s.arn, sh.id, made)
 		if sh.closed || len(out.Records) < pageLimit {
-			return found, nil
+			return nil
 		}
 	}
 }

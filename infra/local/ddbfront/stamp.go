@@ -19,13 +19,16 @@ import (
 //
 // DynamoDB Local reports a record's dynamodb.ApproximateCreationDateTime
 // floored to the minute; DynamoDB Streams floors it to the second (StreamRecord
-// in the DynamoDB Streams API reference). The follower (position.go) reads a
-// table's stream after every write the front passes on to it, before the
-// write is answered, and notes for each shard the second in which it first
-// saw each record: a list of boundaries (sequence number, second), one
-// appended whenever the second changes. A record first seen in second s was
-// written before the read that found it and, as the write's answer waited for
-// that read, before the client had its answer.
+// in the DynamoDB Streams API reference). Every write the front passes on
+// starts a pass of the follower (position.go) over its table's stream, in the
+// background. The pass's start is fixed when DynamoDB Local has answered the
+// first write it serves, before the client has that answer, and the records
+// the pass finds for the first time get its second: they were written before
+// it and, as the pass follows the write at once, within milliseconds of it.
+// When writes overlap, a pass may also find the record of a write DynamoDB
+// Local answered after the pass started, and give it the second before, by
+// those milliseconds. Each shard keeps a list of boundaries (sequence number,
+// second), one appended whenever the second changes.
 //
 // Records that were in a stream before the follower first read it (the front
 // restarted, a write that bypassed the front) are unknown and keep DynamoDB

@@ -190,9 +190,8 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 			case err == nil:
 				deleted[i] = true
 				if streamArn != "" {
-					// The sweeper writes past the front: its REMOVE
-					// records get their second from the next pass.
-					f.positions.kick(streamArn)
+					// The sweeper writes past the front.
+					f.positions.wrote(streamArn)
 				}
 			case errors.As(err, &ccf):
 				// Extended or deleted meanwhile: not ours to remove.
@@ -215,7 +214,7 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 	}
 	if streamArn != "" && n > 0 {
 		// The page's REMOVE records are stamped when the sweep returns.
-		if err := f.positions.sync(ctx, streamArn); err != nil {
+		if err := f.positions.follow(ctx, streamArn); err != nil {
 			f.cfg.Logger.WarnContext(ctx, "follow stream", "table", table, "err", err.Error())
 		}
 	}
@@ -287,9 +286,9 @@ func (f *Front) annotate(ctx context.Context, reqBody, respBody []byte) ([]byte,
 	}
 	if behind && shard != "" {
 		// A reader ahead of the follower: a write's records can be read
-		// between DynamoDB Local's answer and the pass the front runs then.
-		f.positions.reading(streamArn)
-		if err := f.positions.sync(ctx, streamArn); err != nil {
+		// before the pass the write started has found them.
+		f.positions.reading(streamArn, shard)
+		if err := f.positions.follow(ctx, streamArn); err != nil {
 			f.cfg.Logger.WarnContext(ctx, "follow stream", "table", tableFromStreamARN(streamArn), "err", err.Error())
 		}
 	}
