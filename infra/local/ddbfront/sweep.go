@@ -1,6 +1,7 @@
 package ddbfront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -301,7 +302,7 @@ func (f *Front) annotate(ctx context.Context, reqBody, respBody []byte) ([]byte,
 		if sec, _ := f.positions.stampOf(streamArn, shard, seqs[i]); sec != unknown {
 			if v, ok := restamp(d["ApproximateCreationDateTime"], sec); ok {
 				d["ApproximateCreationDateTime"] = v
-				raw, err := json.Marshal(d)
+				raw, err := encodeJSON(d)
 				if err != nil {
 					return nil, fmt.Errorf("encode record %s: %w", seqs[i], err)
 				}
@@ -329,12 +330,25 @@ func (f *Front) annotate(ctx context.Context, reqBody, respBody []byte) ([]byte,
 	if !changed {
 		return respBody, nil
 	}
-	raw, err := json.Marshal(records)
+	raw, err := encodeJSON(records)
 	if err != nil {
 		return nil, fmt.Errorf("encode records: %w", err)
 	}
 	resp["Records"] = raw
-	return json.Marshal(resp)
+	return encodeJSON(resp)
+}
+
+// encodeJSON encodes v without escaping <, > and &, as DynamoDB Local
+// writes its answers: json.Marshal would escape them even inside the
+// records' raw values it passes on.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // streamOfIterator reads the stream ARN out of a DynamoDB Local shard iterator,
