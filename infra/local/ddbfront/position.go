@@ -264,9 +264,8 @@ func (p *positions) end(ctx context.Context, arn string) (string, error) {
 	return max, nil
 }
 
-// stampOf returns the second in which the follower first saw record seq of a
-// shard (unknown if it was there before the follower), and whether the
-// follower has read that far.
+// stampOf returns the second of record seq of a shard (unknown if it was
+// there before the follower), and whether the follower has read that far.
 func (p *positions) stampOf(arn, shard, seq string) (sec int64, covered bool) {
 	p.mu.Lock()
 	s := p.byArn[arn]

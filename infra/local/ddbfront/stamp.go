@@ -39,7 +39,7 @@ import (
 const unknown = 0
 
 // boundary says that a shard's records from seq on, up to the next boundary,
-// were first seen in second sec (Unix).
+// have second sec (Unix): the start of the pass that first found them.
 type boundary struct {
 	seq string
 	sec int64
@@ -47,8 +47,8 @@ type boundary struct {
 	at int64
 }
 
-// note records that the follower has seen seq, first, in second sec, and
-// returns the boundary it made, if any.
+// note records that a pass has found seq for the first time and gives it
+// second sec, and returns the boundary it made, if any.
 func (sh *shardPos) note(seq string, sec, now int64) (boundary, bool) {
 	sh.last = seq
 	if n := len(sh.stamps); n > 0 && sh.stamps[n-1].sec == sec {
@@ -60,7 +60,7 @@ func (sh *shardPos) note(seq string, sec, now int64) (boundary, bool) {
 	return b, true
 }
 
-// prune drops the boundaries whose records were all first seen before cutoff:
+// prune drops the boundaries whose records were all found before cutoff:
 // those records have left the stream (it keeps them 24 hours, retention is 25).
 func (sh *shardPos) prune(cutoff int64) {
 	i := 0
@@ -72,9 +72,8 @@ func (sh *shardPos) prune(cutoff int64) {
 	}
 }
 
-// stampOf returns the second in which the follower first saw record seq
-// (unknown if it was there before the follower), and whether the follower has
-// read the shard that far.
+// stampOf returns record seq's second (unknown if it was there before the
+// follower), and whether the follower has read the shard that far.
 func (sh *shardPos) stampOf(seq string) (sec int64, covered bool) {
 	if sh.last == "" || seqLess(sh.last, seq) {
 		return unknown, false
