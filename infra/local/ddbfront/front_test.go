@@ -454,14 +454,7 @@ func TestFaultHook(t *testing.T) {
 
 func TestRestartKeepsDataSettingsAndIdentity(t *testing.T) {
 	dir := t.TempDir()
-	start := func() *stack.Stack {
-		t.Helper()
-		st, err := stack.Start(ctx(t), stack.Config{DataDir: dir, TTLSweepInterval: -1})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
-		return st
-	}
+	start := func() *stack.Stack { return startOn(t, dir) }
 	st := start()
 	db := st.DynamoDB()
 	table := "restart"
@@ -551,4 +544,15 @@ func TestTimeToLiveSettings(t *testing.T) {
 	if got := code(err); got != "ResourceNotFoundException" {
 		t.Errorf("missing table: got %v, want ResourceNotFoundException", got)
 	}
+}
+
+// startOn starts a stack that keeps its data in dir, without the sweeper:
+// tests that restart the stack start the next one on the same dir.
+func startOn(t *testing.T, dir string) *stack.Stack {
+	t.Helper()
+	st, err := stack.Start(ctx(t), stack.Config{DataDir: dir, TTLSweepInterval: -1})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return st
 }

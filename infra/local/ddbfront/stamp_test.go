@@ -164,14 +164,7 @@ func TestSweptRecordCarriesTheSecondOfTheSweep(t *testing.T) {
 // get their seconds.
 func TestCreationSecondsSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
-	start := func() *stack.Stack {
-		t.Helper()
-		st, err := stack.Start(ctx(t), stack.Config{DataDir: dir, TTLSweepInterval: -1})
-		if err != nil {
-			t.Fatalf("start: %v", err)
-		}
-		return st
-	}
+	start := func() *stack.Stack { return startOn(t, dir) }
 	st := start()
 	db := st.DynamoDB()
 	table := "stamps-restart"
