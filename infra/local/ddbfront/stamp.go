@@ -152,45 +152,55 @@ func openStampLog(dir string, now time.Time) (*stampLog, map[string]map[string]*
 	if err := replayStamps(path, loaded, now); err != nil {
 		return nil, nil, err
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := compactStamps(path, loaded); err != nil {
 		return nil, nil, fmt.Errorf("compact stream stamps: %w", err)
 	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for arn, shards := range loaded {
-		for id, sh := range shards {
-			for _, b := range sh.stamps {
-				if err := enc.Encode(stampLine{Stream: arn, Shard: id, Seq: b.seq, Sec: b.sec, At: b.at}); err != nil {
-					f.Close()
-					return nil, nil, fmt.Errorf("compact stream stamps: %w", err)
-				}
-			}
-			if err := enc.Encode(stampLine{Stream: arn, Shard: id, Through: sh.last}); err != nil {
-				f.Close()
-				return nil, nil, fmt.Errorf("compact stream stamps: %w", err)
-			}
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("compact stream stamps: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("compact stream stamps: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, nil, fmt.Errorf("compact stream stamps: %w", err)
-	}
+	var err error
 	l.file, err = os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open stream stamps: %w", err)
 	}
 	l.w = bufio.NewWriter(l.file)
 	return l, loaded, nil
+}
+
+// compactStamps rewrites the file at path with the live boundaries of every
+// shard and how far each was read, through a synced temporary file renamed
+// over it.
+func compactStamps(path string, loaded map[string]map[string]*shardPos) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	write := func() error {
+		for arn, shards := range loaded {
+			for id, sh := range shards {
+				for _, b := range sh.stamps {
+					if err := enc.Encode(stampLine{Stream: arn, Shard: id, Seq: b.seq, Sec: b.sec, At: b.at}); err != nil {
+						return err
+					}
+				}
+				if err := enc.Encode(stampLine{Stream: arn, Shard: id, Through: sh.last}); err != nil {
+					return err
+				}
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	err = write()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func replayStamps(path string, loaded map[string]map[string]*shardPos, now time.Time) error {
