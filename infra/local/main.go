@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/invoke"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/system"
@@ -70,6 +72,8 @@ type settings struct {
 	FailureBucket                             string
 	TablePrefix                               string
 	JWTSecret                                 string
+	// Limits are AWS's transaction conflicts and partition throughput.
+	Limits ddbfront.Limits
 	// FunctionEnv holds the functions' own settings passed through.
 	FunctionEnv map[string]string
 }
@@ -119,7 +123,40 @@ func load(getenv func(string) string) (settings, error) {
 		}
 		s.SweepInterval = d
 	}
-	return s, nil
+	return s, loadLimits(getenv, &s.Limits)
+}
+
+// loadLimits reads AWS's limits: on unless DYNAMODB_LIMITS=off (debugging
+// only), with DYNAMODB_TX_WINDOW (a Go duration), PARTITION_WCU and
+// PARTITION_RCU (units per second) in place of AWS's figures.
+func loadLimits(getenv func(string) string, l *ddbfront.Limits) error {
+	switch v := getenv("DYNAMODB_LIMITS"); v {
+	case "", "on":
+	case "off":
+		l.Off = true
+	default:
+		return fmt.Errorf("DYNAMODB_LIMITS=%q: want on or off", v)
+	}
+	if v := getenv("DYNAMODB_TX_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("DYNAMODB_TX_WINDOW=%q: want a positive Go duration such as 20ms", v)
+		}
+		l.TxWindow = d
+	}
+	for _, u := range []struct {
+		env  string
+		dest *float64
+	}{{"PARTITION_WCU", &l.PartitionWCU}, {"PARTITION_RCU", &l.PartitionRCU}} {
+		if v := getenv(u.env); v != "" {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+				return fmt.Errorf("%s=%q: want a positive number of units per second", u.env, v)
+			}
+			*u.dest = n
+		}
+	}
+	return nil
 }
 
 func or(v, def string) string {
@@ -144,6 +181,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 			SearchAddr:       addr(cfg.SearchPort),
 			DataDir:          cfg.DataDir,
 			TTLSweepInterval: cfg.SweepInterval,
+			Limits:           cfg.Limits,
 			Logger:           logger,
 		},
 		APIAddr:       addr(cfg.APIPort),

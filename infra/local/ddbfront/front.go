@@ -52,6 +52,9 @@ type Config struct {
 	// has committed it (see commit.go). Set it when DynamoDB Local keeps its
 	// data on disk; in memory there is nothing a commit would save.
 	CommitBarrier bool
+	// Limits are AWS's transaction conflicts and partition throughput,
+	// enforced unless Limits.Off.
+	Limits Limits
 }
 
 // Front is the DynamoDB endpoint.
@@ -63,6 +66,7 @@ type Front struct {
 	faults    *faults
 	positions *positions
 	barrier   *barrier
+	limits    *limiter
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -104,6 +108,7 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		faults:    &faults{},
 		positions: newPositions(cfg.Streams, cfg.DynamoDB, cfg.Logger, stamps, seen),
 		stop:      make(chan struct{}),
+		limits:    newLimiter(cfg.Limits, cfg.DynamoDB),
 	}
 	if cfg.CommitBarrier {
 		f.barrier = &barrier{run: f.listTablesBarrier}
@@ -180,6 +185,12 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fault.status(), fault.typeName(), fault.message())
 		return
 	}
+	adm, refused := f.limits.admit(r.Context(), op, body)
+	if refused != nil {
+		writeErrorBody(w, refused.status, refused.body)
+		return
+	}
+	defer adm.release()
 	switch target {
 	case "DynamoDB_20120810.UpdateTimeToLive":
 		f.answer(w, func() (any, error) { return f.updateTimeToLive(r.Context(), body) })
@@ -236,6 +247,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var in struct{ TableName string }
 		if json.Unmarshal(body, &in) == nil {
 			f.positions.forget(in.TableName)
+			if f.limits != nil {
+				f.limits.schemas.forget(in.TableName)
+			}
 			if target == "DynamoDB_20120810.DeleteTable" {
 				if err := f.ttl.forget(in.TableName); err != nil {
 					f.cfg.Logger.Warn("forget ttl setting", "table", in.TableName, "err", err.Error())
@@ -248,6 +262,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
 		return
 	}
+	adm.chargeAnswer(r.Context(), resp.StatusCode, out)
 	relay(w, resp, out)
 }
 

@@ -46,6 +46,9 @@ type Config struct {
 	Now         func() time.Time
 	AfterScan   func(table string)
 	SweepTables func(table string) bool
+	// Limits are AWS's transaction conflicts and partition throughput
+	// (ddbfront.Limits): the zero value is AWS's.
+	Limits ddbfront.Limits
 	// DynamoDBUpstream reuses a running DynamoDB Local instead of starting one.
 	DynamoDBUpstream string
 	Logger           *slog.Logger
@@ -108,6 +111,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		SweepTables:   cfg.SweepTables,
 		// DynamoDB Local answers a transaction before committing it.
 		CommitBarrier: cfg.DataDir != "",
+		Limits:        cfg.Limits,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start dynamodb front: %w", err)

@@ -1,0 +1,664 @@
+package ddbfront
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/capacity"
+	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+// Limits are the limits of AWS's DynamoDB that the front enforces and
+// DynamoDB Local lacks: transaction conflicts ("Transaction conflict
+// handling in DynamoDB", developer guide, transaction-apis) and the
+// throughput of one partition key value ("DynamoDB throttling resolution
+// guide", key range throughput exceeded). The zero value is AWS's.
+type Limits struct {
+	// Off passes every request on unchecked, for debugging only.
+	Off bool
+	// TxWindow is how long a TransactWriteItems holds its items after its
+	// answer, on top of its own duration through the front: AWS's
+	// two-phase commit holds them for its prepare and commit rounds, which
+	// DynamoDB Local's one SQLite thread does not take (default
+	// DefaultTxWindow).
+	TxWindow time.Duration
+	// PartitionWCU and PartitionRCU are the write and read units one
+	// partition key value of a table or index serves per second (defaults
+	// DefaultPartitionWCU and DefaultPartitionRCU).
+	PartitionWCU, PartitionRCU float64
+	// Now is the token buckets' clock (default time.Now); tests stop it.
+	Now func() time.Time
+}
+
+// AWS's figures.
+const (
+	// DefaultTxWindow is the time AWS's two phases hold a transaction's
+	// items beyond what the front measures (docs/decisions.md).
+	DefaultTxWindow = 20 * time.Millisecond
+	// DefaultPartitionWCU and DefaultPartitionRCU are a partition's
+	// ceiling, on demand as provisioned.
+	DefaultPartitionWCU = 1000
+	DefaultPartitionRCU = 3000
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.TxWindow <= 0 {
+		l.TxWindow = DefaultTxWindow
+	}
+	if l.PartitionWCU <= 0 {
+		l.PartitionWCU = DefaultPartitionWCU
+	}
+	if l.PartitionRCU <= 0 {
+		l.PartitionRCU = DefaultPartitionRCU
+	}
+	if l.Now == nil {
+		l.Now = time.Now
+	}
+	return l
+}
+
+// LimitStats counts what the limits refused since the front started.
+type LimitStats struct {
+	// Conflicts are requests refused for a transaction in progress:
+	// TransactionConflictException or a cancellation naming
+	// TransactionConflict.
+	Conflicts int64
+	// Throttles are requests refused for a partition's throughput.
+	Throttles int64
+}
+
+// LimitStats returns the counts so far.
+func (f *Front) LimitStats() LimitStats {
+	if f.limits == nil {
+		return LimitStats{}
+	}
+	f.limits.mu.Lock()
+	defer f.limits.mu.Unlock()
+	return f.limits.stats
+}
+
+// limiter holds the state of the limits: the items of transactions and
+// writes in progress, and a token bucket per partition key value.
+type limiter struct {
+	cfg     Limits
+	db      *dynamodb.Client
+	now     func() time.Time
+	schemas *schemas
+
+	mu      sync.Mutex
+	txItems map[string]int // items held by a TransactWriteItems
+	writes  map[string]int // items under a single-item write
+	buckets map[string]*tokenBucket
+	stats   LimitStats
+}
+
+func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {
+	if cfg.Off {
+		return nil
+	}
+	cfg = cfg.withDefaults()
+	return &limiter{
+		cfg: cfg, db: db, now: cfg.Now, schemas: &schemas{db: db, byName: map[string]tables.Table{}},
+		txItems: map[string]int{}, writes: map[string]int{}, buckets: map[string]*tokenBucket{},
+	}
+}
+
+// ref is one item a request names.
+type ref struct {
+	table string
+	key   map[string]types.AttributeValue
+	id    string
+	// kind is Put, Update, Delete, ConditionCheck or Get.
+	kind string
+	// item is a Put's new item; names the attributes an Update names.
+	item  map[string]types.AttributeValue
+	names map[string]bool
+}
+
+// admission is what the limiter let through: released once the answer is
+// written, charged for reads by the answer.
+type admission struct {
+	l       *limiter
+	op      string
+	txIDs   []string
+	writeID []string
+	reads   []readCharge
+}
+
+// readCharge is one item (or a Query's partition) an admitted read is
+// charged for by its answer.
+type readCharge struct {
+	bucket bucketKey
+	c      capacity.Consistency
+	table  string
+}
+
+// admit checks a request against the limits. A refused request gets the
+// body of its error; an admitted one an admission to release.
+func (l *limiter) admit(ctx context.Context, op string, body []byte) (*admission, *refusal) {
+	if l == nil {
+		return nil, nil
+	}
+	switch op {
+	case "TransactWriteItems":
+		return l.admitTransactWrite(ctx, body)
+	case "PutItem", "UpdateItem", "DeleteItem":
+		return l.admitWrite(ctx, op, body)
+	case "BatchWriteItem":
+		return l.admitBatchWrite(ctx, body)
+	case "TransactGetItems", "GetItem", "BatchGetItem", "Query":
+		return l.admitRead(ctx, op, body)
+	}
+	return nil, nil
+}
+
+// refusal is an error answer.
+type refusal struct {
+	status int
+	body   map[string]any
+}
+
+const (
+	reasonNone      = "None"
+	reasonConflict  = "TransactionConflict"
+	reasonThrottled = "ThrottlingError"
+)
+
+func cancellationOf(codes []string) *refusal {
+	reasons := make([]map[string]string, len(codes))
+	for i, c := range codes {
+		switch c {
+		case reasonConflict:
+			reasons[i] = map[string]string{"Code": c, "Message": "Transaction is ongoing for the item"}
+		case reasonThrottled:
+			reasons[i] = map[string]string{"Code": c, "Message": "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html."}
+		default:
+			reasons[i] = map[string]string{"Code": reasonNone}
+		}
+	}
+	return &refusal{status: 400, body: map[string]any{
+		"__type":              "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+		"message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+		"CancellationReasons": reasons,
+	}}
+}
+
+var conflictRefusal = &refusal{status: 400, body: map[string]any{
+	"__type":  "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
+	"message": "Transaction is ongoing for the item",
+}}
+
+// throttled is the error of a request over a partition's throughput: a
+// ProvisionedThroughputExceededException whose ThrottlingReasons name the
+// key range limit and the table or index.
+func throttled(b bucketKey) *refusal {
+	kind, resource := "Table", tableARN(b.table)
+	if b.index != "" {
+		kind, resource = "Index", resource+"/index/"+b.index
+	}
+	rw := "Read"
+	if b.write {
+		rw = "Write"
+	}
+	return &refusal{status: 400, body: map[string]any{
+		"__type":  "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+		"message": "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html.",
+		"ThrottlingReasons": []map[string]string{{
+			"reason": kind + rw + "KeyRangeThroughputExceeded", "resource": resource,
+		}},
+	}}
+}
+
+func tableARN(table string) string {
+	return "arn:aws:dynamodb:us-east-1:000000000000:table/" + table
+}
+
+func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admission, *refusal) {
+	var req struct {
+		TransactItems []map[string]rawAction
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil // DynamoDB Local answers the malformed request
+	}
+	refs := make([]ref, 0, len(req.TransactItems))
+	for _, ti := range req.TransactItems {
+		for kind, a := range ti {
+			r, err := l.refOf(ctx, kind, a)
+			if err != nil {
+				return nil, nil
+			}
+			refs = append(refs, r)
+		}
+	}
+	if len(refs) != len(req.TransactItems) {
+		return nil, nil
+	}
+	l.mu.Lock()
+	codes := make([]string, len(refs))
+	conflicted := false
+	for i, r := range refs {
+		codes[i] = reasonNone
+		if l.txItems[r.id] > 0 {
+			codes[i], conflicted = reasonConflict, true
+		}
+	}
+	if conflicted {
+		l.stats.Conflicts++
+		l.mu.Unlock()
+		return nil, cancellationOf(codes)
+	}
+	adm := &admission{l: l, op: "TransactWriteItems"}
+	for _, r := range refs {
+		l.txItems[r.id]++
+		adm.txIDs = append(adm.txIDs, r.id)
+	}
+	l.mu.Unlock()
+
+	charges, err := l.writeCharges(ctx, refs, true)
+	if err != nil {
+		return adm, nil
+	}
+	if i, b, ok := l.take(charges); !ok {
+		adm.releaseNow()
+		for j := range codes {
+			codes[j] = reasonNone
+		}
+		codes[i] = reasonThrottled
+		_ = b
+		return nil, cancellationOf(codes)
+	}
+	return adm, nil
+}
+
+func (l *limiter) admitWrite(ctx context.Context, op string, body []byte) (*admission, *refusal) {
+	var a rawAction
+	if json.Unmarshal(body, &a) != nil {
+		return nil, nil
+	}
+	r, err := l.refOf(ctx, strings.TrimSuffix(op, "Item"), a)
+	if err != nil {
+		return nil, nil
+	}
+	l.mu.Lock()
+	if l.txItems[r.id] > 0 {
+		l.stats.Conflicts++
+		l.mu.Unlock()
+		return nil, conflictRefusal
+	}
+	l.writes[r.id]++
+	l.mu.Unlock()
+	adm := &admission{l: l, op: op, writeID: []string{r.id}}
+	charges, err := l.writeCharges(ctx, []ref{r}, false)
+	if err != nil {
+		return adm, nil
+	}
+	if _, b, ok := l.take(charges); !ok {
+		adm.releaseNow()
+		return nil, throttled(b)
+	}
+	return adm, nil
+}
+
+func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission, *refusal) {
+	var req struct {
+		RequestItems map[string][]struct {
+			PutRequest *struct {
+				Item map[string]events.DynamoDBAttributeValue
+			}
+			DeleteRequest *struct {
+				Key map[string]events.DynamoDBAttributeValue
+			}
+		}
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil
+	}
+	var refs []ref
+	for table, reqs := range req.RequestItems {
+		for _, wr := range reqs {
+			a := rawAction{TableName: table}
+			kind := "Delete"
+			if wr.PutRequest != nil {
+				kind, a.Item = "Put", wr.PutRequest.Item
+			} else if wr.DeleteRequest != nil {
+				a.Key = wr.DeleteRequest.Key
+			}
+			r, err := l.refOf(ctx, kind, a)
+			if err != nil {
+				return nil, nil
+			}
+			refs = append(refs, r)
+		}
+	}
+	adm := &admission{l: l, op: "BatchWriteItem"}
+	l.mu.Lock()
+	for _, r := range refs {
+		l.writes[r.id]++
+		adm.writeID = append(adm.writeID, r.id)
+	}
+	l.mu.Unlock()
+	charges, err := l.writeCharges(ctx, refs, false)
+	if err != nil {
+		return adm, nil
+	}
+	if _, b, ok := l.take(charges); !ok {
+		adm.releaseNow()
+		return nil, throttled(b)
+	}
+	return adm, nil
+}
+
+// release ends the admission once its answer is written: a transaction's
+// items stay held for the window, a write's are free at once.
+func (a *admission) release() {
+	if a == nil {
+		return
+	}
+	if len(a.txIDs) > 0 {
+		time.AfterFunc(a.l.cfg.TxWindow, a.releaseNow)
+		return
+	}
+	a.releaseNow()
+}
+
+func (a *admission) releaseNow() {
+	l := a.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range a.txIDs {
+		if l.txItems[id]--; l.txItems[id] <= 0 {
+			delete(l.txItems, id)
+		}
+	}
+	for _, id := range a.writeID {
+		if l.writes[id]--; l.writes[id] <= 0 {
+			delete(l.writes, id)
+		}
+	}
+	a.txIDs, a.writeID = nil, nil
+}
+
+// rawAction is one item action as the wire spells it, in a transaction or
+// alone.
+type rawAction struct {
+	TableName                string
+	Key                      map[string]events.DynamoDBAttributeValue
+	Item                     map[string]events.DynamoDBAttributeValue
+	UpdateExpression         string
+	ExpressionAttributeNames map[string]string
+}
+
+// refOf names the item of an action of the given kind.
+func (l *limiter) refOf(ctx context.Context, kind string, a rawAction) (ref, error) {
+	t, err := l.schemas.get(ctx, a.TableName)
+	if err != nil {
+		return ref{}, err
+	}
+	r := ref{table: a.TableName, kind: kind}
+	src := a.Key
+	if kind == "Put" {
+		src = a.Item
+		item, err := ddbstream.Image(a.Item)
+		if err != nil {
+			return ref{}, err
+		}
+		r.item = item
+	}
+	img, err := ddbstream.Image(src)
+	if err != nil {
+		return ref{}, err
+	}
+	r.key = map[string]types.AttributeValue{}
+	for _, k := range []*tables.Key{&t.PartitionKey, t.SortKey} {
+		if k == nil {
+			continue
+		}
+		v, ok := img[k.Name]
+		if !ok {
+			return ref{}, fmt.Errorf("no %s in the key", k.Name)
+		}
+		r.key[k.Name] = v
+	}
+	r.id = a.TableName + "\x00" + valueText(r.key[t.PartitionKey.Name])
+	if t.SortKey != nil {
+		r.id += "\x00" + valueText(r.key[t.SortKey.Name])
+	}
+	if kind == "Update" {
+		r.names = namesIn(a.UpdateExpression, a.ExpressionAttributeNames)
+	}
+	return r, nil
+}
+
+// valueText is a key value as text that tells types apart.
+func valueText(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S:" + v.Value
+	case *types.AttributeValueMemberN:
+		return "N:" + v.Value
+	case *types.AttributeValueMemberB:
+		return fmt.Sprintf("B:%x", v.Value)
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// namesIn lists the top-level attribute names an expression names, through
+// its #placeholders.
+func namesIn(expr string, names map[string]string) map[string]bool {
+	out := map[string]bool{}
+	word := func(r rune) bool {
+		return r == '#' || r == ':' || r == '_' || r == '-' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+	}
+	for _, w := range strings.FieldsFunc(expr, func(r rune) bool { return !word(r) }) {
+		switch {
+		case strings.HasPrefix(w, "#"):
+			if n, ok := names[w]; ok {
+				out[n] = true
+			}
+		case strings.HasPrefix(w, ":"):
+		default:
+			out[w] = true
+		}
+	}
+	return out
+}
+
+// charge is one partition's part of a request.
+type charge struct {
+	pos    int
+	bucket bucketKey
+	units  float64
+}
+
+// bucketKey names one partition key value's token bucket: a table's or an
+// index's, for reads or writes.
+type bucketKey struct {
+	table, index string
+	pk           string
+	write        bool
+}
+
+// writeCharges prices the writes of refs by AWS's rules: the larger of the
+// item before (read from DynamoDB Local) and after (a Put's item; an update
+// is taken to keep its size), doubled in a transaction, charged to the
+// item's partition; each global index the write changes takes the entry's
+// write in the index's partition (a local index's in the item's own).
+func (l *limiter) writeCharges(ctx context.Context, refs []ref, transactional bool) ([]charge, error) {
+	before, err := l.images(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	var out []charge
+	for i, r := range refs {
+		t, err := l.schemas.get(ctx, r.table)
+		if err != nil {
+			return nil, err
+		}
+		old := before[r.id]
+		after := old
+		switch r.kind {
+		case "Put":
+			after = r.item
+		case "Delete":
+			after = nil
+		}
+		pk := valueText(r.key[t.PartitionKey.Name])
+		units := capacity.WriteUnits(max(capacity.ItemSize(old), capacity.ItemSize(after)), transactional)
+		if r.kind == "ConditionCheck" {
+			units = capacity.CheckUnits(old)
+		}
+		tableCharge := charge{pos: i, bucket: bucketKey{table: r.table, pk: pk, write: true}, units: units}
+		if r.kind != "ConditionCheck" {
+			for _, ix := range t.LocalIndexes {
+				tableCharge.units += l.indexUnits(t, ix, r, old, after)
+			}
+		}
+		out = append(out, tableCharge)
+		if r.kind == "ConditionCheck" {
+			continue
+		}
+		for _, ix := range t.GlobalIndexes {
+			u := l.indexUnits(t, ix, r, old, after)
+			if u == 0 {
+				continue
+			}
+			entry := capacity.IndexEntry(t, ix, old)
+			if entry == nil {
+				entry = capacity.IndexEntry(t, ix, after)
+			}
+			if entry == nil {
+				continue
+			}
+			out = append(out, charge{pos: i, bucket: bucketKey{table: r.table, index: ix.Name, pk: valueText(entry[ix.PartitionKey.Name]), write: true}, units: u})
+		}
+	}
+	return out, nil
+}
+
+// indexUnits is what index ix takes for the write: capacity's rule for a
+// Put or Delete; for an Update, one write of the entry when the item is in
+// the index and the update names an attribute the entry holds.
+func (l *limiter) indexUnits(t tables.Table, ix tables.Index, r ref, old, after map[string]types.AttributeValue) float64 {
+	if r.kind != "Update" {
+		return capacity.IndexWriteUnits(t, ix, old, after)
+	}
+	entry := capacity.IndexEntry(t, ix, old)
+	if entry == nil {
+		return 0
+	}
+	for name := range r.names {
+		if _, ok := entry[name]; ok || ix.Projection.Type == tables.ProjectAll {
+			return capacity.WriteUnits(capacity.ItemSize(entry), false)
+		}
+	}
+	return 0
+}
+
+// images reads the items refs name, except Puts', as they are now.
+func (l *limiter) images(ctx context.Context, refs []ref) (map[string]map[string]types.AttributeValue, error) {
+	out := map[string]map[string]types.AttributeValue{}
+	req := map[string]types.KeysAndAttributes{}
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if r.kind == "Put" || seen[r.id] {
+			continue
+		}
+		seen[r.id] = true
+		ka := req[r.table]
+		ka.Keys = append(ka.Keys, r.key)
+		ka.ConsistentRead = aws.Bool(true)
+		req[r.table] = ka
+	}
+	for len(req) > 0 {
+		res, err := l.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, fmt.Errorf("read items before a write: %w", err)
+		}
+		for table, items := range res.Responses {
+			t, err := l.schemas.get(ctx, table)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				id := table + "\x00" + valueText(it[t.PartitionKey.Name])
+				if t.SortKey != nil {
+					id += "\x00" + valueText(it[t.SortKey.Name])
+				}
+				out[id] = it
+			}
+		}
+		req = res.UnprocessedKeys
+	}
+	return out, nil
+}
+
+// schemas caches the tables' key schemas and indexes, as DescribeTable
+// gives them.
+type schemas struct {
+	db     *dynamodb.Client
+	mu     sync.Mutex
+	byName map[string]tables.Table
+}
+
+func (s *schemas) get(ctx context.Context, name string) (tables.Table, error) {
+	s.mu.Lock()
+	t, ok := s.byName[name]
+	s.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return tables.Table{}, fmt.Errorf("describe %s: %w", name, err)
+	}
+	d := out.Table
+	t = tables.Table{Name: name}
+	t.PartitionKey, t.SortKey = keysOf(d.KeySchema)
+	for _, g := range d.GlobalSecondaryIndexes {
+		pk, sk := keysOf(g.KeySchema)
+		t.GlobalIndexes = append(t.GlobalIndexes, tables.Index{Name: aws.ToString(g.IndexName), PartitionKey: pk, SortKey: sk, Projection: projectionOf(g.Projection)})
+	}
+	for _, li := range d.LocalSecondaryIndexes {
+		pk, sk := keysOf(li.KeySchema)
+		t.LocalIndexes = append(t.LocalIndexes, tables.Index{Name: aws.ToString(li.IndexName), PartitionKey: pk, SortKey: sk, Projection: projectionOf(li.Projection)})
+	}
+	s.mu.Lock()
+	s.byName[name] = t
+	s.mu.Unlock()
+	return t, nil
+}
+
+func (s *schemas) forget(name string) {
+	s.mu.Lock()
+	delete(s.byName, name)
+	s.mu.Unlock()
+}
+
+func keysOf(ks []types.KeySchemaElement) (pk tables.Key, sk *tables.Key) {
+	for _, k := range ks {
+		key := tables.Key{Name: aws.ToString(k.AttributeName)}
+		if k.KeyType == types.KeyTypeHash {
+			pk = key
+		} else {
+			sk = &key
+		}
+	}
+	return pk, sk
+}
+
+func projectionOf(p *types.Projection) tables.Projection {
+	if p == nil {
+		return tables.Projection{Type: tables.ProjectAll}
+	}
+	return tables.Projection{Type: string(p.ProjectionType), NonKey: p.NonKeyAttributes}
+}
