@@ -38,7 +38,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func TestCursorSecretFromSecretsManager(t *testing.T) {
 	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:shopstream-dev-cursor-secret-AbCdEf"
 	cur, prev := strings.Repeat("c", 48), strings.Repeat("p", 48)
-	base := map[string]string{"USERS_TABLE": "u", "USER_EMAILS_TABLE": "e", "PRODUCTS_TABLE": "p", "REVIEWS_TABLE": "r", "CARTS_TABLE": "c", "ORDERS_TABLE": "o", "IDEMPOTENCY_KEYS_TABLE": "i"}
+	base := map[string]string{"USERS_TABLE": "u", "USER_EMAILS_TABLE": "e", "PRODUCTS_TABLE": "p", "PRODUCT_STOCK_TABLE": "ps", "REVIEWS_TABLE": "r", "CARTS_TABLE": "c", "ORDERS_TABLE": "o", "IDEMPOTENCY_KEYS_TABLE": "i"}
 
 	onAWS := map[string]string{envCursorSecretARN: arn}
 	for k, v := range base {

@@ -17,6 +17,9 @@ const (
 	MaxCategoryLen    = 100
 	MaxPriceCents     = 100_000_000 // one million in the currency's main unit
 	MaxStock          = 1_000_000_000
+	// MaxStockBuckets bounds the items a product's stock is split over
+	// (write sharding): a change of every bucket stays one transaction.
+	MaxStockBuckets = 32
 )
 
 // Product is an item for sale.
@@ -26,7 +29,13 @@ type Product struct {
 	Description string `json:"description" dynamodbav:"description"`
 	Category    string `json:"category" dynamodbav:"category"`
 	PriceCents  int64  `json:"priceCents" dynamodbav:"priceCents"`
-	Stock       int64  `json:"stock" dynamodbav:"stock"`
+	// Stock is the total of the product's stock buckets; the catalog item
+	// does not hold it (a sale writes only a bucket).
+	Stock int64 `json:"stock" dynamodbav:"-"`
+	// StockBuckets is the number of items the stock is split over, on
+	// distinct partition keys, so that sales of one product spread over
+	// that many partitions.
+	StockBuckets int `json:"stockBuckets" dynamodbav:"stockBuckets"`
 	// Counters, written only by the counters processor.
 	ReviewCount int64 `json:"reviewCount" dynamodbav:"reviewCount,omitempty"`
 	RatingTotal int64 `json:"-" dynamodbav:"ratingTotal,omitempty"`
@@ -54,6 +63,8 @@ type New struct {
 	Category    string `json:"category"`
 	PriceCents  *int64 `json:"priceCents"`
 	Stock       *int64 `json:"stock"`
+	// StockBuckets is 1 when absent.
+	StockBuckets *int `json:"stockBuckets"`
 }
 
 // Patch is the body of a product change; nil fields stay as they are. Stock
@@ -68,6 +79,8 @@ type Patch struct {
 	PriceCents  *int64  `json:"priceCents"`
 	Stock       *int64  `json:"stock"`
 	StockDelta  *int64  `json:"stockDelta"`
+	// StockBuckets respreads the stock over that many buckets, evenly.
+	StockBuckets *int `json:"stockBuckets"`
 }
 
 // Validate returns an errcode.Invalid error listing every invalid field.
@@ -78,13 +91,14 @@ func (n New) Validate() error {
 	checkCategory(&f, n.Category)
 	checkNumber(&f, "priceCents", n.PriceCents, MaxPriceCents, true)
 	checkNumber(&f, "stock", n.Stock, MaxStock, true)
+	checkBuckets(&f, n.StockBuckets)
 	return f.Err()
 }
 
 // Validate returns an errcode.Invalid error listing every invalid field.
 func (p Patch) Validate() error {
 	var f errcode.Fields
-	if p.Name == nil && p.Description == nil && p.Category == nil && p.PriceCents == nil && p.Stock == nil && p.StockDelta == nil {
+	if p.Name == nil && p.Description == nil && p.Category == nil && p.PriceCents == nil && p.Stock == nil && p.StockDelta == nil && p.StockBuckets == nil {
 		f.Add("", "at least one field is required")
 	}
 	switch d := p.StockDelta; {
@@ -104,6 +118,7 @@ func (p Patch) Validate() error {
 	}
 	checkNumber(&f, "priceCents", p.PriceCents, MaxPriceCents, false)
 	checkNumber(&f, "stock", p.Stock, MaxStock, false)
+	checkBuckets(&f, p.StockBuckets)
 	return f.Err()
 }
 
@@ -134,6 +149,12 @@ func checkCategory(f *errcode.Fields, c string) {
 		f.Add("category", "is longer than %d bytes", MaxCategoryLen)
 	case c != strings.TrimSpace(c) || !utf8.ValidString(c):
 		f.Add("category", "must be trimmed UTF-8 text")
+	}
+}
+
+func checkBuckets(f *errcode.Fields, n *int) {
+	if n != nil && (*n < 1 || *n > MaxStockBuckets) {
+		f.Add("stockBuckets", "must be from 1 to %d", MaxStockBuckets)
 	}
 }
 

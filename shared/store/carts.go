@@ -40,7 +40,7 @@ func (s *Store) getCart(ctx context.Context, userID string, consistent bool) (ca
 // renews the cart's expiry. Codes: NotFound (product), Conflict (cart full).
 func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quantity int) (carts.View, error) {
 	if quantity > 0 {
-		if _, err := s.GetProduct(ctx, productID); err != nil {
+		if _, err := s.getProduct(ctx, productID, false); err != nil {
 			return carts.View{}, fmt.Errorf("set cart line: %w", err)
 		}
 	}

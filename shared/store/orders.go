@@ -46,13 +46,22 @@ func shortage(gone, short []string) error {
 
 // PlaceOrder places an order of userID for the request's items, or the cart's
 // lines (emptying the cart). One transaction checks the user, puts the order
-// with each line's current name and price, decrements each product's stock
-// on the condition that enough is left (and the price is the one read), and
-// claims idem when given. Cancellations by contention are retried with
-// jittered backoff. Codes: Invalid, NotFound (user not registered), Conflict
-// (short of stock, product gone, empty cart), Unavailable; ErrKeyUsed when
-// idem was used first by another request.
+// with each line's current name and price, takes each line's quantity from
+// the product's stock buckets (one bucket drawn at random, or several when
+// no single bucket holds it), each decrement conditional on the bucket
+// holding what it takes and carrying the price and name read, and claims
+// idem when given. The catalog item is read, never written. A product is
+// short of stock only when a consistent read of all its buckets finds less
+// than the quantity. Cancellations by contention or throttling are retried
+// with jittered backoff. Codes: Invalid, NotFound (user not registered),
+// Conflict (short of stock, product gone, empty cart), Unavailable;
+// ErrKeyUsed when idem was used first by another request.
 func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, idem *Idempotency, render Render) (orders.Order, error) {
+	// wide: products whose drawn bucket fell short, planned over all
+	// their buckets from a consistent read; consistent: the catalog read
+	// was found stale.
+	wide := map[string]bool{}
+	consistent := false
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		items := req.Items
 		var cart carts.Cart
@@ -77,19 +86,54 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		for i, it := range merged {
 			ids[i] = it.ProductID
 		}
-		ps, err := s.getProducts(ctx, ids, true)
+		ps, err := s.getProducts(ctx, ids, consistent)
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order: %w", err)
 		}
 		var gone, short []string
+		planned := map[string]int{}
 		for _, it := range merged {
 			p, ok := ps[it.ProductID]
 			switch {
 			case !ok:
 				gone = append(gone, it.ProductID)
-			case p.Stock < int64(it.Quantity):
+			case wide[it.ProductID]:
+				planned[it.ProductID] = bucketsOf(p)
+			}
+		}
+		if len(gone) > 0 && !consistent {
+			consistent = true // an eventually consistent read may lag a creation
+			continue
+		}
+		if len(gone) > 0 {
+			// Name the products short of stock too, from all their buckets.
+			for _, it := range merged {
+				if p, ok := ps[it.ProductID]; ok {
+					wide[it.ProductID] = true
+					planned[it.ProductID] = bucketsOf(p)
+				}
+			}
+		}
+		units, err := s.readBuckets(ctx, planned, true)
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("place order: %w", err)
+		}
+		takes := make(map[string][]take, len(merged))
+		for _, it := range merged {
+			p, ok := ps[it.ProductID]
+			if !ok {
+				continue
+			}
+			n := bucketsOf(p)
+			if !wide[it.ProductID] {
+				takes[it.ProductID] = []take{{bucket: s.randomBucket(n), units: int64(it.Quantity)}}
+				continue
+			}
+			t := plan(unitsOf(units[it.ProductID]), int64(it.Quantity), s.randomBucket(n))
+			if t == nil {
 				short = append(short, it.ProductID)
 			}
+			takes[it.ProductID] = t
 		}
 		if len(gone)+len(short) > 0 {
 			return orders.Order{}, shortage(gone, short)
@@ -104,7 +148,7 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		o.TotalCents = orders.Total(o.Lines)
 		o.OpenShard = orders.OpenKey(orders.Placed, orders.Shard(o.OrderID, tables.OpenOrderShards))
 
-		actions, err := s.placeActions(o, ps, cart, req.FromCart)
+		actions, decrements, err := s.placeActions(o, ps, takes, cart, req.FromCart)
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 		}
@@ -136,23 +180,28 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		case c.failed(idemAt):
 			return orders.Order{}, ErrKeyUsed
 		case c.anyCondition():
-			// A product changed between the read and the write. When the
-			// cancellation carries the item, a short stock is final; otherwise
-			// the next round's consistent read decides.
-			for i, it := range merged {
+			// A bucket did not hold what was taken, or the catalog read is
+			// stale (a new price or name, a bucket gone with a respread or
+			// a deletion): the next round plans from consistent reads.
+			for i, d := range decrements {
 				if !c.failed(2 + i) {
 					continue
 				}
-				if item := c.items[2+i]; item != nil {
-					var p products.Product
-					if attributevalue.UnmarshalMap(item, &p) == nil && p.Stock < int64(it.Quantity) {
-						short = append(short, it.ProductID)
-					}
+				var b bucket
+				item := c.items[2+i]
+				if item == nil || attributevalue.UnmarshalMap(item, &b) != nil {
+					consistent = true
+					continue
+				}
+				p := ps[d.productID]
+				if b.PriceCents != p.PriceCents || b.Name != p.Name {
+					consistent = true
+				}
+				if b.Units < d.units {
+					wide[d.productID] = true
 				}
 			}
-			if len(short) > 0 {
-				return orders.Order{}, shortage(nil, short)
-			}
+			continue
 		case c.retryable():
 		default:
 			return orders.Order{}, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
@@ -164,12 +213,19 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 	return orders.Order{}, contention("place order")
 }
 
+// decrementRef names the product and units of a stock decrement of a
+// placement's transaction, in action order after [0] and [1].
+type decrementRef struct {
+	productID string
+	take
+}
+
 // placeActions returns the transaction of a placement: [0] the user check,
-// [1] the order, [2…] one stock decrement per line, then the cart.
-func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, cart carts.Cart, fromCart bool) ([]types.TransactWriteItem, error) {
+// [1] the order, [2…] the stock decrements of each line, then the cart.
+func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]take, cart carts.Cart, fromCart bool) ([]types.TransactWriteItem, []decrementRef, error) {
 	item, err := attributevalue.MarshalMap(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	orderCond := notExists("orderId")
 	actions := []types.TransactWriteItem{
@@ -179,20 +235,12 @@ func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, car
 			ConditionExpression: orderCond.Condition(), ExpressionAttributeNames: orderCond.Names(),
 		}},
 	}
+	var refs []decrementRef
 	for _, l := range o.Lines {
-		upd := expression.Set(expression.Name("stock"), expression.Name("stock").Minus(expression.Value(l.Quantity))).
-			Add(expression.Name("version"), expression.Value(1))
-		cond := expression.AttributeExists(expression.Name("productId")).
-			And(expression.Name("stock").GreaterThanEqual(expression.Value(l.Quantity))).
-			And(expression.Name("priceCents").Equal(expression.Value(ps[l.ProductID].PriceCents))).
-			And(expression.Name("name").Equal(expression.Value(ps[l.ProductID].Name)))
-		e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
-		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(s.t.Products), Key: productKey(l.ProductID),
-			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
-			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}})
+		for _, t := range takes[l.ProductID] {
+			actions = append(actions, s.decrement(ps[l.ProductID], t))
+			refs = append(refs, decrementRef{productID: l.ProductID, take: t})
+		}
 	}
 	if fromCart {
 		upd := expression.Set(expression.Name("lines"), expression.Value(map[string]carts.Line{})).
@@ -206,7 +254,7 @@ func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, car
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		}})
 	}
-	return actions, nil
+	return actions, refs, nil
 }
 
 // GetOrder returns an order of userID. Codes: NotFound.
@@ -272,21 +320,25 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		}}}
-		var restocked []orders.Line
+		var ids []string
 		for _, l := range o.Lines {
+			if !gone[l.ProductID] {
+				ids = append(ids, l.ProductID)
+			}
+		}
+		ps, err := s.getProducts(ctx, ids, true)
+		if err != nil {
+			return orders.Order{}, fmt.Errorf("cancel order %s: %w", orderID, err)
+		}
+		for _, l := range o.Lines {
+			p, ok := ps[l.ProductID]
+			if !ok {
+				gone[l.ProductID] = true
+			}
 			if gone[l.ProductID] {
 				continue
 			}
-			restocked = append(restocked, l)
-			pe := mustBuild(expression.NewBuilder().
-				WithUpdate(expression.Set(expression.Name("stock"), expression.Name("stock").Plus(expression.Value(l.Quantity))).
-					Add(expression.Name("version"), expression.Value(1))).
-				WithCondition(expression.AttributeExists(expression.Name("productId"))))
-			actions = append(actions, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(s.t.Products), Key: productKey(l.ProductID),
-				UpdateExpression: pe.Update(), ConditionExpression: pe.Condition(),
-				ExpressionAttributeNames: pe.Names(), ExpressionAttributeValues: pe.Values(),
-			}})
+			actions = append(actions, s.restock(l.ProductID, s.randomBucket(bucketsOf(p)), int64(l.Quantity)))
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if err == nil {
@@ -299,11 +351,9 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 		case c.failed(0):
 			continue // changed since read: read again
 		case c.anyCondition():
-			for i, l := range restocked {
-				if c.failed(1 + i) {
-					gone[l.ProductID] = true
-				}
-			}
+			// A bucket gone: the product was deleted (the next read finds
+			// it missing) or its buckets respread (the next read draws
+			// among the new ones).
 			continue
 		case !c.retryable():
 			return orders.Order{}, fmt.Errorf("cancel order %s: cancelled %v: %w", orderID, c.codes, err)

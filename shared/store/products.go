@@ -29,31 +29,76 @@ func decodeProduct(item map[string]types.AttributeValue) (products.Product, erro
 	return p, nil
 }
 
-// CreateProduct adds a product with a new id.
+// CreateProduct adds a product with a new id, its stock spread over its
+// buckets, in one transaction.
 func (s *Store) CreateProduct(ctx context.Context, n products.New) (products.Product, error) {
 	now := s.stamp()
 	p := products.Product{
 		ProductID: s.cfg.NewID(), Name: strings.TrimSpace(n.Name), Description: n.Description,
-		Category: n.Category, PriceCents: *n.PriceCents, Stock: *n.Stock,
+		Category: n.Category, PriceCents: *n.PriceCents, Stock: *n.Stock, StockBuckets: 1,
 		CreatedAt: now, UpdatedAt: now, Version: 1,
+	}
+	if n.StockBuckets != nil {
+		p.StockBuckets = *n.StockBuckets
 	}
 	item, err := attributevalue.MarshalMap(p)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("create product: %w", err)
 	}
 	cond := notExists("productId")
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	actions := []types.TransactWriteItem{{Put: &types.Put{
 		TableName: aws.String(s.t.Products), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
-	}); err != nil {
-		return products.Product{}, fmt.Errorf("create product %s: %w", p.ProductID, classify(err))
+	}}}
+	for i, units := range spread(p.Stock, p.StockBuckets) {
+		put, err := s.putBucket(p, i, units, 0, nil)
+		if err != nil {
+			return products.Product{}, fmt.Errorf("create product %s: %w", p.ProductID, err)
+		}
+		actions = append(actions, put)
+	}
+	if err := s.transact(ctx, "create product "+p.ProductID, actions); err != nil {
+		return products.Product{}, err
 	}
 	return p, nil
 }
 
-// GetProduct returns product id. Codes: NotFound.
+// transact runs a transaction that no condition of the caller's can fail,
+// retrying cancellations by contention with backoff.
+func (s *Store) transact(ctx context.Context, op string, actions []types.TransactWriteItem) error {
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if err == nil {
+			return nil
+		}
+		c, ok := cancelled(err)
+		if !ok || !c.retryable() {
+			return fmt.Errorf("%s: %w", op, classify(err))
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+	return contention(op)
+}
+
+// GetProduct returns product id with the total of its stock buckets.
+// Codes: NotFound.
 func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.Products), Key: productKey(id)})
+	p, err := s.getProduct(ctx, id, false)
+	if err != nil {
+		return products.Product{}, err
+	}
+	ps := []products.Product{p}
+	if err := s.withStock(ctx, ps, false); err != nil {
+		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+	}
+	return ps[0], nil
+}
+
+// getProduct reads the catalog item of product id (its Stock left 0).
+func (s *Store) getProduct(ctx context.Context, id string, consistent bool) (products.Product, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.Products), Key: productKey(id), ConsistentRead: aws.Bool(consistent)})
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, classify(err))
 	}
@@ -67,98 +112,249 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	return p, nil
 }
 
-// PatchProduct changes the given fields of product id. A StockDelta is added
-// in the same write, on the condition that the stock stays within 0 and
-// products.MaxStock. Codes: NotFound, PreconditionFailed, Conflict (the delta
-// would take the stock out of range).
+// PatchProduct changes the given fields of product id in one transaction
+// with its stock buckets, conditional on the catalog version it read and,
+// with ifMatch, on every bucket's (so a sale since the read is a 412): a
+// StockDelta adds units spread over the buckets or takes them as a sale
+// does; an absolute Stock or a new StockBuckets respreads the total evenly,
+// each bucket conditional on how it was read, so no sale in between is lost
+// or counted twice; a new name or price is copied to every bucket. Codes:
+// NotFound, PreconditionFailed, Conflict (the delta would take the stock out
+// of 0..products.MaxStock), Unavailable.
 func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, ifMatch *int64) (products.Product, error) {
-	upd := expression.Set(expression.Name("updatedAt"), expression.Value(s.stamp())).
-		Add(expression.Name("version"), expression.Value(1))
-	if p.Name != nil {
-		upd = upd.Set(expression.Name("name"), expression.Value(strings.TrimSpace(*p.Name)))
-	}
-	if p.Description != nil {
-		upd = upd.Set(expression.Name("description"), expression.Value(*p.Description))
-	}
-	if p.Category != nil {
-		upd = upd.Set(expression.Name("category"), expression.Value(*p.Category))
-	}
-	if p.PriceCents != nil {
-		upd = upd.Set(expression.Name("priceCents"), expression.Value(*p.PriceCents))
-	}
-	if p.Stock != nil {
-		upd = upd.Set(expression.Name("stock"), expression.Value(*p.Stock))
-	}
-	cond := expression.AttributeExists(expression.Name("productId"))
-	if ifMatch != nil {
-		cond = cond.And(expression.Name("version").Equal(expression.Value(*ifMatch)))
-	}
-	if d := p.StockDelta; d != nil {
-		upd = upd.Add(expression.Name("stock"), expression.Value(*d))
-		if *d < 0 {
-			cond = cond.And(expression.Name("stock").GreaterThanEqual(expression.Value(-*d)))
-		} else {
-			cond = cond.And(expression.Name("stock").LessThanEqual(expression.Value(products.MaxStock - *d)))
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		cur, err := s.getProduct(ctx, id, true)
+		if err != nil {
+			return products.Product{}, err
 		}
-	}
-	e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.t.Products), Key: productKey(id),
-		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if ccf, ok := isConditionFailed(err); ok {
-		if ccf.Item == nil {
-			return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
-		}
-		old, err := decodeProduct(ccf.Item)
-		switch {
-		case err != nil:
+		read, err := s.readBuckets(ctx, map[string]int{id: bucketsOf(cur)}, true)
+		if err != nil {
 			return products.Product{}, fmt.Errorf("patch product %s: %w", id, err)
-		case ifMatch != nil && old.Version != *ifMatch:
+		}
+		bs := read[id]
+		if ifMatch != nil && cur.Version+versions(bs) != *ifMatch {
 			return products.Product{}, errcode.Errorf(errcode.PreconditionFailed, "product %s is not at version %d", id, *ifMatch)
-		case p.StockDelta == nil:
-			return products.Product{}, fmt.Errorf("patch product %s: condition failed at version %d: %w", id, old.Version, err)
 		}
-		return products.Product{}, &errcode.Error{
-			Code: errcode.Conflict, Products: []string{id},
-			Message: fmt.Sprintf("product %s has %d in stock: a change of %d would take it out of 0..%d", id, old.Stock, *p.StockDelta, products.MaxStock),
+		next, actions, err := s.patchActions(cur, bs, p, ifMatch != nil)
+		if err != nil {
+			return products.Product{}, err
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if err == nil {
+			next.Derive()
+			return next, nil
+		}
+		c, ok := cancelled(err)
+		switch {
+		case !ok:
+			return products.Product{}, fmt.Errorf("patch product %s: %w", id, classify(err))
+		case c.anyCondition():
+			continue // the product or a bucket moved since read: read again
+		case !c.retryable():
+			return products.Product{}, fmt.Errorf("patch product %s: cancelled %v: %w", id, c.codes, err)
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return products.Product{}, err
 		}
 	}
-	if err != nil {
-		return products.Product{}, fmt.Errorf("patch product %s: %w", id, classify(err))
-	}
-	prod, err := decodeProduct(out.Attributes)
-	if err != nil {
-		return products.Product{}, fmt.Errorf("patch product %s: %w", id, err)
-	}
-	return prod, nil
+	return products.Product{}, contention("patch product")
 }
 
-// DeleteProduct removes product id. Codes: NotFound, PreconditionFailed.
-func (s *Store) DeleteProduct(ctx context.Context, id string, ifMatch *int64) error {
-	cond := expression.AttributeExists(expression.Name("productId"))
-	if ifMatch != nil {
-		cond = cond.And(expression.Name("version").Equal(expression.Value(*ifMatch)))
+// patchActions is the transaction of a patch of cur, whose buckets read bs:
+// [0] the catalog item, then the buckets; every bucket is checked at its
+// version when pinned. It returns the product as the transaction leaves it.
+func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch, pinned bool) (products.Product, []types.TransactWriteItem, error) {
+	next := cur
+	next.Version, next.UpdatedAt = cur.Version+1, s.stamp()
+	upd := expression.Set(expression.Name("updatedAt"), expression.Value(next.UpdatedAt)).
+		Set(expression.Name("version"), expression.Value(next.Version))
+	if p.Name != nil {
+		next.Name = strings.TrimSpace(*p.Name)
+		upd = upd.Set(expression.Name("name"), expression.Value(next.Name))
 	}
-	e := mustBuild(expression.NewBuilder().WithCondition(cond))
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.t.Products), Key: productKey(id),
-		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if ccf, ok := isConditionFailed(err); ok {
-		if ccf.Item == nil {
-			return errcode.Errorf(errcode.NotFound, "product %s not found", id)
+	if p.Description != nil {
+		next.Description = *p.Description
+		upd = upd.Set(expression.Name("description"), expression.Value(next.Description))
+	}
+	if p.Category != nil {
+		next.Category = *p.Category
+		upd = upd.Set(expression.Name("category"), expression.Value(next.Category))
+	}
+	if p.PriceCents != nil {
+		next.PriceCents = *p.PriceCents
+		upd = upd.Set(expression.Name("priceCents"), expression.Value(next.PriceCents))
+	}
+	n := len(bs)
+	next.StockBuckets = n
+	if p.StockBuckets != nil {
+		next.StockBuckets = *p.StockBuckets
+	}
+	upd = upd.Set(expression.Name("stockBuckets"), expression.Value(next.StockBuckets))
+	e := mustBuild(expression.NewBuilder().WithUpdate(upd).
+		WithCondition(expression.Name("version").Equal(expression.Value(cur.Version))))
+	actions := []types.TransactWriteItem{{Update: &types.Update{
+		TableName: aws.String(s.t.Products), Key: productKey(cur.ProductID),
+		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	}}}
+	units := unitsOf(bs)
+	total := sum(units)
+	target := total
+	switch {
+	case p.Stock != nil:
+		target = *p.Stock
+	case p.StockDelta != nil:
+		target = total + *p.StockDelta
+		if target < 0 || target > products.MaxStock {
+			return products.Product{}, nil, &errcode.Error{
+				Code: errcode.Conflict, Products: []string{cur.ProductID},
+				Message: fmt.Sprintf("product %s has %d in stock: a change of %d would take it out of 0..%d", cur.ProductID, total, *p.StockDelta, products.MaxStock),
+			}
 		}
-		return errcode.Errorf(errcode.PreconditionFailed, "product %s is not at version %d", id, *ifMatch)
 	}
-	if err != nil {
-		return fmt.Errorf("delete product %s: %w", id, classify(err))
+	next.Stock = target
+	next.Version += versions(bs)
+
+	if p.Stock != nil || p.StockBuckets != nil || missing(bs) {
+		// Respread: the buckets' versions carry over (those of dropped
+		// buckets to bucket 0), so the product's version moves by 1.
+		vs := make([]int64, next.StockBuckets)
+		for i, b := range bs {
+			j := i
+			if j >= next.StockBuckets {
+				j = 0
+			}
+			vs[j] += b.Version
+		}
+		for i, share := range spread(target, next.StockBuckets) {
+			var was *bucket
+			if i < n {
+				was = &bs[i]
+			}
+			put, err := s.putBucket(next, i, share, vs[i], was)
+			if err != nil {
+				return products.Product{}, nil, fmt.Errorf("patch product %s: %w", cur.ProductID, err)
+			}
+			actions = append(actions, put)
+		}
+		for i := next.StockBuckets; i < n; i++ {
+			actions = append(actions, s.deleteBucket(cur.ProductID, i, &bs[i]))
+		}
+		return next, actions, nil
 	}
-	return nil
+	changes := make([]int64, n)
+	if d := p.StockDelta; d != nil && *d > 0 {
+		copy(changes, spread(*d, n))
+	} else if d != nil && *d < 0 {
+		for _, t := range plan(units, -*d, s.randomBucket(n)) {
+			changes[t.bucket] = -t.units
+		}
+	}
+	copies := next.Name != cur.Name || next.PriceCents != cur.PriceCents
+	for i, c := range changes {
+		var was *bucket
+		if pinned {
+			was = &bs[i]
+		}
+		switch {
+		case c != 0 || copies:
+			var need int64
+			if c < 0 {
+				need = -c
+			}
+			actions = append(actions, s.bucketUpdate(next, i, c, need, was))
+		case pinned:
+			actions = append(actions, s.checkBucket(cur.ProductID, i, bs[i]))
+		}
+	}
+	return next, actions, nil
+}
+
+// missing reports a bucket that does not exist (a product written before
+// its stock had buckets): a patch writes all of them whole.
+func missing(bs []bucket) bool {
+	for _, b := range bs {
+		if b.BucketID == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// bucketUpdate changes bucket i of p by delta units, on the condition that
+// it exists and holds need units (and is at the version it was read at,
+// when was is given), and copies p's price and name to it.
+func (s *Store) bucketUpdate(p products.Product, i int, delta, need int64, was *bucket) types.TransactWriteItem {
+	upd := expression.Set(expression.Name("priceCents"), expression.Value(p.PriceCents)).
+		Set(expression.Name("name"), expression.Value(p.Name))
+	if delta != 0 {
+		upd = upd.Add(expression.Name("units"), expression.Value(delta))
+	}
+	cond := expression.AttributeExists(expression.Name("bucketId"))
+	if need > 0 {
+		cond = cond.And(expression.Name("units").GreaterThanEqual(expression.Value(need)))
+	}
+	if was != nil {
+		cond = cond.And(expression.Name("version").Equal(expression.Value(was.Version)))
+	}
+	e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.t.ProductStock), Key: bucketKey(p.ProductID, i),
+		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	}}
+}
+
+// DeleteProduct removes product id and its stock buckets in one
+// transaction, conditional on the version read (ifMatch covers the
+// buckets' too). Codes: NotFound, PreconditionFailed.
+func (s *Store) DeleteProduct(ctx context.Context, id string, ifMatch *int64) error {
+	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
+		cur, err := s.getProduct(ctx, id, true)
+		if err != nil {
+			return err
+		}
+		var bs []bucket
+		if ifMatch != nil {
+			read, err := s.readBuckets(ctx, map[string]int{id: bucketsOf(cur)}, true)
+			if err != nil {
+				return fmt.Errorf("delete product %s: %w", id, err)
+			}
+			bs = read[id]
+			if cur.Version+versions(bs) != *ifMatch {
+				return errcode.Errorf(errcode.PreconditionFailed, "product %s is not at version %d", id, *ifMatch)
+			}
+		}
+		e := mustBuild(expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(cur.Version))))
+		actions := []types.TransactWriteItem{{Delete: &types.Delete{
+			TableName: aws.String(s.t.Products), Key: productKey(id),
+			ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		}}}
+		for i := 0; i < bucketsOf(cur); i++ {
+			var was *bucket
+			if bs != nil {
+				was = &bs[i]
+			}
+			actions = append(actions, s.deleteBucket(id, i, was))
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if err == nil {
+			return nil
+		}
+		c, ok := cancelled(err)
+		switch {
+		case !ok:
+			return fmt.Errorf("delete product %s: %w", id, classify(err))
+		case c.anyCondition():
+			continue
+		case !c.retryable():
+			return fmt.Errorf("delete product %s: cancelled %v: %w", id, c.codes, err)
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+	return contention("delete product")
 }
 
 // ListProductsByCategory returns the products of a category, oldest first.
@@ -189,6 +385,9 @@ func (s *Store) ListProductsByCategory(ctx context.Context, category string, lim
 		}
 		items = append(items, p)
 	}
+	if err := s.withStock(ctx, items, false); err != nil {
+		return Page[products.Product]{}, fmt.Errorf("list category %s: %w", category, err)
+	}
 	page, err := pageOf(items, int(ClampLimit(limit)), out.LastEvaluatedKey, func(p products.Product) map[string]string {
 		return map[string]string{"category": p.Category, "productId": p.ProductID}
 	})
@@ -198,8 +397,8 @@ func (s *Store) ListProductsByCategory(ctx context.Context, category string, lim
 	return page, nil
 }
 
-// getProducts reads products by id (strongly consistent when asked); missing
-// ids are absent from the map.
+// getProducts reads the catalog items of products by id (strongly
+// consistent when asked; Stock left 0); missing ids are absent from the map.
 func (s *Store) getProducts(ctx context.Context, ids []string, consistent bool) (map[string]products.Product, error) {
 	out := make(map[string]products.Product, len(ids))
 	for start := 0; start < len(ids); start += 100 {

@@ -75,6 +75,7 @@ const (
 	Users           = "users"
 	UserEmails      = "user-emails"
 	Products        = "products"
+	ProductStock    = "product-stock"
 	Reviews         = "reviews"
 	Carts           = "carts"
 	Orders          = "orders"
@@ -119,6 +120,15 @@ func All() []Table {
 			}},
 			Stream: NewAndOldImages,
 			EnvVar: "PRODUCTS_TABLE",
+		},
+		{
+			// A product's stock, write-sharded (seed 003): bucket i of
+			// product p is the item "p#i", one partition key each, so a
+			// flash sale spreads over the product's buckets and never
+			// writes the catalog item, its stream or its index.
+			Name:         ProductStock,
+			PartitionKey: Key{"bucketId", String},
+			EnvVar:       "PRODUCT_STOCK_TABLE",
 		},
 		{
 			Name:         Reviews,

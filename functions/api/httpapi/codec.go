@@ -203,4 +203,20 @@ func etag(w http.ResponseWriter, version int64) {
 	w.Header().Set("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
 }
 
+// noneMatch reports whether the request's If-None-Match names the version:
+// a list of entity tags, weak or strong (a weak comparison, RFC 9110
+// 13.1.2), or "*".
+func noneMatch(r *http.Request, version int64) bool {
+	want := `"` + strconv.FormatInt(version, 10) + `"`
+	for _, v := range r.Header.Values("If-None-Match") {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == want || tag == "*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -18,6 +18,7 @@ func TestContention(t *testing.T) {
 	e := newEnvWith(t, func(c *store.Config) { c.MaxAttempts = 4 })
 	front := stacktest.Stack(t).Front
 	products := tables.Physical(e.prefix, tables.Products)
+	stock := tables.Physical(e.prefix, tables.ProductStock)
 	e.mustUser("cleo")
 	cleo := userCaller("cleo")
 	p := e.mustProduct("Kettle", "kitchen", 2500, 10)
@@ -27,13 +28,16 @@ func TestContention(t *testing.T) {
 		want(t, r, 200)
 		return len(r.items())
 	}
-	conflict := func(times int) func() {
-		return front.InjectFault(ddbfront.Fault{Table: products, Code: "TransactionConflict", Times: times})
+	// Orders take their units from the stock table; a review checks the
+	// product in the products table.
+	conflictOn := func(table string, times int) func() {
+		return front.InjectFault(ddbfront.Fault{Table: table, Code: "TransactionConflict", Times: times})
 	}
+	conflict := func(times int) func() { return conflictOn(stock, times) }
 	usedUp := func(t *testing.T) {
 		t.Helper()
 		for _, f := range front.ActiveFaults() {
-			if f.Table == products {
+			if f.Table == products || f.Table == stock {
 				t.Fatalf("fault left: %+v; the request never met the conflict", f)
 			}
 		}
@@ -80,7 +84,7 @@ func TestContention(t *testing.T) {
 		}
 	})
 	t.Run("review through a short conflict", func(t *testing.T) {
-		conflict(2)
+		conflictOn(products, 2)
 		r := e.do("PUT", "/products/"+p+"/reviews/cleo", cleo, map[string]any{"rating": 5, "title": "Boils"})
 		want(t, r, 201)
 		usedUp(t)

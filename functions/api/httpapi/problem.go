@@ -77,6 +77,10 @@ func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	if p.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
+	if p.Status >= 500 {
+		// A failure is not the resource: no cache keeps it.
+		w.Header().Set("Cache-Control", "no-store")
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
 }

@@ -30,6 +30,10 @@ func (h *Handler) getProduct(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	etag(w, p.Version)
+	if noneMatch(r, p.Version) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
 	write(w, http.StatusOK, p)
 	return nil
 }

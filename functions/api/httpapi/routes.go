@@ -80,6 +80,7 @@ func (h *Handler) guard(rt Route) http.Handler {
 				h.fail(r.Context(), w, fmt.Errorf("%s: panic: %v\n%s", rt.Pattern, v, debug.Stack()))
 			}
 		}()
+		w.Header().Set("Cache-Control", cacheControl(rt))
 		if err := authorize(r, rt.Access); err != nil {
 			h.fail(r.Context(), w, err)
 			return
@@ -92,6 +93,21 @@ func (h *Handler) guard(rt Route) http.Handler {
 			h.fail(r.Context(), w, err)
 		}
 	})
+}
+
+// cacheControl says how long a route's answers may be kept. Public reads
+// may be kept by any cache, the CDN in front of the API included, for a few
+// seconds: a product's page (its stock and counters move with every sale)
+// 5 s, lists and search 10 s; a client revalidates a product with its ETag.
+// Everything else is one user's or an admin's, and no cache keeps it.
+func cacheControl(rt Route) string {
+	switch {
+	case rt.Access != routes.Public || !strings.HasPrefix(rt.Pattern, "GET ") || rt.Pattern == "GET /healthz":
+		return "no-store"
+	case rt.Pattern == "GET /products/{productId}":
+		return "public, max-age=5"
+	}
+	return "public, max-age=10"
 }
 
 // checkIDs answers 404 for a path id that no resource can have, before any

@@ -300,9 +300,11 @@ type applied struct {
 }
 
 // maxContended bounds the attempts of one group that only contention (another
-// batch on the same item, the API's stock updates, throttling) cancels; the
-// records then fail and come again.
-const maxContended = 8
+// batch on the same item, throttling) cancels; the records then fail and
+// come again. A transaction holds its items for its two phases (AWS's
+// TransactionConflict), so concurrent batches on one popular item take
+// turns: 16 attempts with backoff up to 640 ms outlast a dozen of them.
+const maxContended = 16
 
 // apply adds the group's records to their counter items in one transaction,
 // with one conditional marker per record. A marker that already exists means
@@ -394,7 +396,7 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 		case contended >= maxContended:
 			return res, fmt.Errorf("counters of %d records: still contended after %d attempts: %w", len(g), contended+1, err)
 		default:
-			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 5)))) + time.Millisecond
+			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 6)))) + time.Millisecond
 			contended++
 			select {
 			case <-ctx.Done():

@@ -118,11 +118,12 @@ func streamTables(fn string) []string {
 func Accesses() map[string]Access {
 	return map[string]Access{
 		wiring.API: {
-			Tables: []string{tables.Users, tables.UserEmails, tables.Products, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
+			Tables: []string{tables.Users, tables.UserEmails, tables.Products, tables.ProductStock, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
 			TableActions: map[string][]string{
 				tables.Users:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 				tables.UserEmails:      {"dynamodb:PutItem", "dynamodb:DeleteItem"},
-				tables.Products:        {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"},
+				tables.Products:        {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+				tables.ProductStock:    {"dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
 				tables.Reviews:         {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
 				tables.Carts:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 				tables.Orders:          {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},

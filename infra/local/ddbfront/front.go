@@ -220,6 +220,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	adm.hold(r.Context())
 	if len(streams) > 0 && resp.StatusCode == http.StatusOK {
 		// DynamoDB Local answers once the write is applied, stream records
 		// included.

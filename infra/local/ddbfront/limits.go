@@ -26,11 +26,12 @@ import (
 type Limits struct {
 	// Off passes every request on unchecked, for debugging only.
 	Off bool
-	// TxWindow is how long a TransactWriteItems holds its items after its
-	// answer, on top of its own duration through the front: AWS's
-	// two-phase commit holds them for its prepare and commit rounds, which
-	// DynamoDB Local's one SQLite thread does not take (default
-	// DefaultTxWindow).
+	// TxWindow is the least time a TransactWriteItems takes: AWS's
+	// two-phase commit holds its items for its prepare and commit rounds
+	// before it answers, which DynamoDB Local's one SQLite thread does not
+	// take. A transaction holds its items from its arrival until its answer,
+	// which the front sends no sooner than TxWindow after the arrival
+	// (default DefaultTxWindow).
 	TxWindow time.Duration
 	// PartitionWCU and PartitionRCU are the write and read units one
 	// partition key value of a table or index serves per second (defaults
@@ -42,8 +43,8 @@ type Limits struct {
 
 // AWS's figures.
 const (
-	// DefaultTxWindow is the time AWS's two phases hold a transaction's
-	// items beyond what the front measures (docs/decisions.md).
+	// DefaultTxWindow is the time AWS's two phases take
+	// (docs/decisions.md).
 	DefaultTxWindow = 20 * time.Millisecond
 	// DefaultPartitionWCU and DefaultPartitionRCU are a partition's
 	// ceiling, on demand as provisioned.
@@ -96,8 +97,8 @@ type limiter struct {
 	schemas *schemas
 
 	mu      sync.Mutex
-	txItems map[string]int // items held by a TransactWriteItems
-	writes  map[string]int // items under a single-item write
+	txItems map[string]holder // items held by a TransactWriteItems
+	writes  map[string]int    // items under a single-item write
 	buckets map[string]*tokenBucket
 	stats   LimitStats
 }
@@ -109,8 +110,15 @@ func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {
 	cfg = cfg.withDefaults()
 	return &limiter{
 		cfg: cfg, db: db, now: cfg.Now, schemas: &schemas{db: db, byName: map[string]tables.Table{}},
-		txItems: map[string]int{}, writes: map[string]int{}, buckets: map[string]*tokenBucket{},
+		txItems: map[string]holder{}, writes: map[string]int{}, buckets: map[string]*tokenBucket{},
 	}
+}
+
+// holder is a held item: how many admitted transactions hold it, and the
+// ClientRequestToken of the last.
+type holder struct {
+	count int
+	token string
 }
 
 // ref is one item a request names.
@@ -129,6 +137,8 @@ type ref struct {
 // written, charged for reads by the answer.
 type admission struct {
 	l       *limiter
+	start   time.Time
+	token   string
 	op      string
 	txIDs   []string
 	writeID []string
@@ -225,7 +235,8 @@ func tableARN(table string) string {
 
 func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admission, *refusal) {
 	var req struct {
-		TransactItems []map[string]rawAction
+		TransactItems      []map[string]rawAction
+		ClientRequestToken string
 	}
 	if json.Unmarshal(body, &req) != nil {
 		return nil, nil // DynamoDB Local answers the malformed request
@@ -248,7 +259,9 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 	conflicted := false
 	for i, r := range refs {
 		codes[i] = reasonNone
-		if l.txItems[r.id] > 0 {
+		// The SDK's retry of a transaction carries its ClientRequestToken:
+		// it is the same transaction, not a rival.
+		if h := l.txItems[r.id]; h.count > 0 && (h.token == "" || h.token != req.ClientRequestToken) {
 			codes[i], conflicted = reasonConflict, true
 		}
 	}
@@ -257,9 +270,12 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 		l.mu.Unlock()
 		return nil, cancellationOf(codes)
 	}
-	adm := &admission{l: l, op: "TransactWriteItems"}
+	adm := &admission{l: l, op: "TransactWriteItems", token: req.ClientRequestToken, start: time.Now()}
 	for _, r := range refs {
-		l.txItems[r.id]++
+		h := l.txItems[r.id]
+		h.count++
+		h.token = req.ClientRequestToken
+		l.txItems[r.id] = h
 		adm.txIDs = append(adm.txIDs, r.id)
 	}
 	l.mu.Unlock()
@@ -290,7 +306,7 @@ func (l *limiter) admitWrite(ctx context.Context, op string, body []byte) (*admi
 		return nil, nil
 	}
 	l.mu.Lock()
-	if l.txItems[r.id] > 0 {
+	if l.txItems[r.id].count > 0 {
 		l.stats.Conflicts++
 		l.mu.Unlock()
 		return nil, conflictRefusal
@@ -358,17 +374,27 @@ func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission,
 	return adm, nil
 }
 
-// release ends the admission once its answer is written: a transaction's
-// items stay held for the window, a write's are free at once.
+// release ends the admission once its answer is written.
 func (a *admission) release() {
 	if a == nil {
 		return
 	}
-	if len(a.txIDs) > 0 {
-		time.AfterFunc(a.l.cfg.TxWindow, a.releaseNow)
+	a.releaseNow()
+}
+
+// hold keeps a transaction's answer until TxWindow after its arrival: it
+// holds its items that long, as AWS's two phases do, and its client learns
+// the outcome only then.
+func (a *admission) hold(ctx context.Context) {
+	if a == nil || len(a.txIDs) == 0 {
 		return
 	}
-	a.releaseNow()
+	t := time.NewTimer(time.Until(a.start.Add(a.l.cfg.TxWindow)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func (a *admission) releaseNow() {
@@ -376,8 +402,11 @@ func (a *admission) releaseNow() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, id := range a.txIDs {
-		if l.txItems[id]--; l.txItems[id] <= 0 {
+		h := l.txItems[id]
+		if h.count--; h.count <= 0 {
 			delete(l.txItems, id)
+		} else {
+			l.txItems[id] = h
 		}
 	}
 	for _, id := range a.writeID {

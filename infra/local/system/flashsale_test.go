@@ -1,0 +1,231 @@
+package system_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/infra/local/system"
+)
+
+// saleWCU scales a partition's write ceiling down so that a 2-core machine
+// shows it: one bucket serves at most saleWCU/2 transactional decrements a
+// second (a bucket item is under 1 KB, a transactional write costs 2).
+const saleWCU = 20
+
+// startSale runs a system of the test's own with AWS's limits, the
+// partition ceiling scaled down to wcu.
+func startSale(tb testing.TB, wcu float64) *system.System {
+	tb.Helper()
+	prefix := stacktest.OwnPrefix(tb)
+	sys, err := system.Start(context.Background(), system.Config{
+		Stack: stack.Config{
+			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
+			TTLSweepInterval: -1,
+			Limits:           ddbfront.Limits{PartitionWCU: wcu},
+		},
+		TablePrefix:  prefix,
+		PollInterval: 100 * time.Millisecond,
+		Logger:       testLogger(),
+	})
+	if err != nil {
+		tb.Fatalf("start system: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := sys.Close(); err != nil {
+			tb.Errorf("close system: %v", err)
+		}
+	})
+	return sys
+}
+
+// sale is the outcome of a flash sale.
+type sale struct {
+	product  string
+	statuses map[int]int
+	perBuyer map[string]int // orders placed
+	units    int
+	latency  []time.Duration
+	elapsed  time.Duration
+}
+
+// runSale puts a product with stock units over buckets on sale to buyers,
+// each placing tries one-unit orders one after another, and waits for all.
+func runSale(tb testing.TB, sys *system.System, buckets, stock, buyers, tries int) sale {
+	tb.Helper()
+	c := client{t: nil, base: sys.APIURL}
+	var created struct{ ProductID string }
+	if got := c.raw(tb, "POST", "/products", "admin", map[string]any{
+		"name": "Drop", "description": "limited", "category": "drops", "priceCents": 4900, "stock": stock, "stockBuckets": buckets,
+	}, &created); got != 201 {
+		tb.Fatalf("create product: got %d", got)
+	}
+	for i := range buyers {
+		u := fmt.Sprintf("fan%d", i)
+		if got := c.raw(tb, "POST", "/users", u, map[string]any{"email": u + "@example.com", "name": u}, nil); got != 201 {
+			tb.Fatalf("create user %s: got %d", u, got)
+		}
+	}
+	s := sale{product: created.ProductID, statuses: map[int]int{}, perBuyer: map[string]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range buyers {
+		u := fmt.Sprintf("fan%d", i)
+		wg.Go(func() {
+			for range tries {
+				t0 := time.Now()
+				status := c.raw(tb, "POST", "/users/"+u+"/orders", u, map[string]any{"items": []any{map[string]any{"productId": s.product, "quantity": 1}}}, nil)
+				d := time.Since(t0)
+				mu.Lock()
+				s.statuses[status]++
+				s.latency = append(s.latency, d)
+				if status == 201 {
+					s.perBuyer[u]++
+					s.units++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	s.elapsed = time.Since(start)
+	return s
+}
+
+// check waits for the counters and holds the sale to exactness: the
+// stock and units sold add up to what was there, every buyer's orderCount
+// is the orders they placed, nothing oversold, and no buyer got a 5xx.
+func (s sale) check(t *testing.T, sys *system.System, stock int) {
+	t.Helper()
+	c := client{t: t, base: sys.APIURL}
+	for status, n := range s.statuses {
+		if status != 201 && status != 409 {
+			t.Errorf("%d orders answered %d; want only 201 and 409", n, status)
+		}
+	}
+	if s.units > stock {
+		t.Fatalf("oversold: %d units sold of %d", s.units, stock)
+	}
+	eventually(t, "the product's counters", func() string {
+		var p struct{ Stock, UnitsSold int }
+		c.must(200, "GET", "/products/"+s.product, "", nil, &p)
+		if p.Stock != stock-s.units || p.UnitsSold != s.units {
+			return fmt.Sprintf("got stock %d, unitsSold %d; want %d, %d", p.Stock, p.UnitsSold, stock-s.units, s.units)
+		}
+		return ""
+	})
+	eventually(t, "the buyers' counters", func() string {
+		for u, n := range s.perBuyer {
+			var got struct{ OrderCount, LifetimeSpendCents int }
+			c.must(200, "GET", "/users/"+u, u, nil, &got)
+			if got.OrderCount != n || got.LifetimeSpendCents != 4900*n {
+				return fmt.Sprintf("%s: got %d orders, %d cents; want %d, %d", u, got.OrderCount, got.LifetimeSpendCents, n, 4900*n)
+			}
+		}
+		return ""
+	})
+}
+
+// TestFlashSaleDrill sells one product to many buyers, its stock in one
+// bucket and in eight, with the partition ceiling scaled down: every order
+// is placed or refused (never a 5xx), and stock, unitsSold and the buyers'
+// counters come out exact.
+func TestFlashSaleDrill(t *testing.T) {
+	for _, buckets := range []int{1, 8} {
+		t.Run(fmt.Sprintf("%d buckets", buckets), func(t *testing.T) {
+			sys := startSale(t, saleWCU)
+			const stock = 200
+			s := runSale(t, sys, buckets, stock, 12, 4)
+			if s.statuses[201] != 48 {
+				t.Errorf("got %v, want all 48 orders placed (stock %d)", s.statuses, stock)
+			}
+			s.check(t, sys, stock)
+			t.Logf("%d buckets: %v in %v", buckets, s.statuses, s.elapsed.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestSoldOutDrill: more buyers than units. Exactly the stock is sold, the
+// stock ends at 0, and every refused buyer got 409 naming the product.
+func TestSoldOutDrill(t *testing.T) {
+	for _, buckets := range []int{1, 8} {
+		t.Run(fmt.Sprintf("%d buckets", buckets), func(t *testing.T) {
+			sys := startSale(t, saleWCU)
+			const stock = 30
+			s := runSale(t, sys, buckets, stock, 20, 3)
+			if s.units != stock || s.statuses[409] != 60-stock {
+				t.Errorf("got %v (%d units), want %d×201 and %d×409", s.statuses, s.units, stock, 60-stock)
+			}
+			s.check(t, sys, stock)
+		})
+	}
+}
+
+// BenchmarkFlashSale reports orders/s, p50 and p99 latency, 409s and 503s
+// of a flash sale with the stock in 1 bucket and in 8, at PARTITION_WCU =
+// saleWCU, and the conflicts and throttles the front answered.
+func BenchmarkFlashSale(b *testing.B) {
+	for _, buckets := range []int{1, 8} {
+		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
+			for range b.N {
+				sys := startSale(b, saleWCU)
+				before := sys.Front.LimitStats()
+				s := runSale(b, sys, buckets, 100_000, 24, 10)
+				after := sys.Front.LimitStats()
+				slices.Sort(s.latency)
+				b.ReportMetric(float64(s.units)/s.elapsed.Seconds(), "orders/s")
+				b.ReportMetric(float64(s.latency[len(s.latency)/2].Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(s.latency[len(s.latency)*99/100].Milliseconds()), "p99-ms")
+				b.ReportMetric(float64(s.statuses[503]), "503s")
+				b.ReportMetric(float64(after.Conflicts-before.Conflicts), "conflicts")
+				b.ReportMetric(float64(after.Throttles-before.Throttles), "throttles")
+			}
+		})
+	}
+}
+
+// raw sends a request as sub (admin when sub is "admin") and decodes a JSON
+// answer into out; it reports a transport error with Errorf, so many
+// goroutines can call it.
+func (c client) raw(tb testing.TB, method, path, sub string, body any, out any) int {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if sub != "" {
+		tok, err := apigw.Token([]byte(system.DefaultJWTSecret), sub, sub == "admin", time.Hour)
+		if err != nil {
+			tb.Errorf("token: %v", err)
+			return 0
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Errorf("%s %s: %v", method, path, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			tb.Errorf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
