@@ -1,0 +1,178 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+// buckets reads the units of a product's bucket items straight from the
+// product-stock table, by bucket index.
+func (e *env) buckets(productID string) map[string]int {
+	e.t.Helper()
+	out := map[string]int{}
+	var start map[string]types.AttributeValue
+	for {
+		res, err := e.db.Scan(context.Background(), &dynamodb.ScanInput{
+			TableName: aws.String(tables.Physical(e.prefix, tables.ProductStock)), ConsistentRead: aws.Bool(true), ExclusiveStartKey: start,
+		})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, it := range res.Items {
+			if it["productId"].(*types.AttributeValueMemberS).Value != productID {
+				continue
+			}
+			n, _ := strconv.Atoi(it["units"].(*types.AttributeValueMemberN).Value)
+			out[it["bucket"].(*types.AttributeValueMemberN).Value] = n
+		}
+		if start = res.LastEvaluatedKey; start == nil {
+			return out
+		}
+	}
+}
+
+// TestStockBuckets: a product's stock spread over buckets sells as one
+// stock: a quantity larger than any bucket but available in total is
+// placed, 409 only when the total is short; the version (ETag) moves with
+// every sale; a respread keeps the total; a stale If-Match is refused.
+func TestStockBuckets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("ada")
+	admin := adminCaller("root")
+	r := e.do("POST", "/products", admin, map[string]any{"name": "Drop", "description": "d", "category": "drops", "priceCents": 100, "stock": 10, "stockBuckets": 4})
+	want(t, r, 201)
+	p := r.str("productId")
+	if got := e.buckets(p); fmt.Sprint(got) != fmt.Sprint(map[string]int{"0": 3, "1": 3, "2": 2, "3": 2}) {
+		t.Fatalf("buckets: got %v, want 3, 3, 2, 2", got)
+	}
+	first := e.do("GET", "/products/"+p, anonymous, nil)
+	want(t, first, 200)
+	if first.num("stock") != 10 || first.num("stockBuckets") != 4 || first.Headers["etag"] != `"1"` {
+		t.Fatalf("got %s, etag %s; want stock 10 over 4 buckets at version 1", first.Body, first.Headers["etag"])
+	}
+	if cc := first.Headers["cache-control"]; cc != "public, max-age=5" {
+		t.Errorf("cache-control: got %q", cc)
+	}
+
+	order := e.mustOrder("ada", p, 5) // more than any bucket holds
+	if got := e.stock(p); got != 5 {
+		t.Errorf("stock after an order of 5: got %d, want 5", got)
+	}
+	r = e.do("POST", "/users/ada/orders", userCaller("ada"), map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 6}}})
+	want(t, r, 409, "conflict")
+
+	// The sale moved the version: the old ETag is no longer current.
+	now := e.do("GET", "/products/"+p, anonymous, nil)
+	if now.Headers["etag"] == first.Headers["etag"] {
+		t.Fatalf("etag %s after a sale: want it moved", now.Headers["etag"])
+	}
+	if r := e.do("GET", "/products/"+p, anonymous, nil, "If-None-Match", first.Headers["etag"]); r.StatusCode != 200 {
+		t.Errorf("stale If-None-Match: got %d, want 200", r.StatusCode)
+	}
+	r = e.do("GET", "/products/"+p, anonymous, nil, "If-None-Match", `"x", W/`+now.Headers["etag"])
+	if r.StatusCode != 304 || r.Body != "" || r.Headers["etag"] != now.Headers["etag"] {
+		t.Errorf("current If-None-Match: got %d %q etag %s, want 304, no body, the etag", r.StatusCode, r.Body, r.Headers["etag"])
+	}
+	want(t, e.do("PATCH", "/products/"+p, admin, map[string]any{"stock": 9}, "If-Match", first.Headers["etag"]), 412, "precondition-failed")
+
+	r = e.do("PATCH", "/products/"+p, admin, map[string]any{"stockBuckets": 2})
+	want(t, r, 200)
+	if r.num("stock") != 5 || r.num("stockBuckets") != 2 || r.num("version") != now.num("version")+1 {
+		t.Errorf("respread: got %s; want stock 5 over 2 buckets, version %v", r.Body, now.num("version")+1)
+	}
+	if got := e.buckets(p); fmt.Sprint(got) != fmt.Sprint(map[string]int{"0": 3, "1": 2}) {
+		t.Errorf("buckets after the respread: got %v, want 3, 2", got)
+	}
+	r = e.do("PATCH", "/products/"+p, admin, map[string]any{"stock": 7}, "If-Match", r.Headers["etag"])
+	want(t, r, 200)
+	if r.num("stock") != 7 {
+		t.Errorf("absolute stock: got %s, want 7", r.Body)
+	}
+	want(t, e.do("POST", "/users/ada/orders/"+order+"/cancel", userCaller("ada"), nil), 200)
+	if got := e.stock(p); got != 12 {
+		t.Errorf("stock after the cancellation: got %d, want 12", got)
+	}
+	e.mustOrder("ada", p, 12)
+	want(t, e.do("POST", "/users/ada/orders", userCaller("ada"), map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 1}}}), 409, "conflict")
+	want(t, e.do("DELETE", "/products/"+p, admin, nil), 204)
+	if got := e.buckets(p); len(got) != 0 {
+		t.Errorf("buckets of a deleted product: got %v, want none", got)
+	}
+}
+
+// TestRespreadDuringSales respreads a product's stock and restocks it while
+// buyers buy: no unit is lost or counted twice.
+func TestRespreadDuringSales(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	admin := adminCaller("root")
+	const start = 300
+	r := e.do("POST", "/products", admin, map[string]any{"name": "Busy", "description": "d", "category": "drops", "priceCents": 100, "stock": start, "stockBuckets": 4})
+	want(t, r, 201)
+	p := r.str("productId")
+	const buyers = 6
+	for i := range buyers {
+		e.mustUser(fmt.Sprintf("b%d", i))
+	}
+	var mu sync.Mutex
+	sold, added := 0, 0
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			u := fmt.Sprintf("b%d", i)
+			for j := range 8 {
+				q := 1 + (i+j)%3
+				r := e.do("POST", "/users/"+u+"/orders", userCaller(u), map[string]any{"items": []any{map[string]any{"productId": p, "quantity": q}}})
+				if r.StatusCode != 201 {
+					t.Errorf("order: got %d %s", r.StatusCode, r.Body)
+					continue
+				}
+				mu.Lock()
+				sold += q
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 6 {
+			var body map[string]any
+			if i%2 == 0 {
+				body = map[string]any{"stockBuckets": 1 + rand.IntN(8)}
+			} else {
+				body = map[string]any{"stockDelta": 10}
+			}
+			r := e.do("PATCH", "/products/"+p, admin, body)
+			if r.StatusCode != 200 {
+				t.Errorf("patch %v: got %d %s", body, r.StatusCode, r.Body)
+				continue
+			}
+			if i%2 == 1 {
+				mu.Lock()
+				added += 10
+				mu.Unlock()
+			}
+		}
+	})
+	wg.Wait()
+	if got, want := e.stock(p), start+added-sold; got != want {
+		t.Errorf("stock: got %d, want %d (%d + %d added - %d sold)", got, want, start, added, sold)
+	}
+	total := 0
+	for _, u := range e.buckets(p) {
+		total += u
+	}
+	if total != start+added-sold {
+		t.Errorf("bucket items hold %d units, want %d", total, start+added-sold)
+	}
+}
