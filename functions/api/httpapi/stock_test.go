@@ -11,7 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -174,5 +177,56 @@ func TestRespreadDuringSales(t *testing.T) {
 	}
 	if total != start+added-sold {
 		t.Errorf("bucket items hold %d units, want %d", total, start+added-sold)
+	}
+}
+
+// TestSalesWriteNoCatalogRecord: orders and their cancellations write the
+// stock buckets, never the catalog item, so the products stream (read by
+// the indexer) gets no record per order: only the product's creation.
+func TestSalesWriteNoCatalogRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("cy")
+	p := e.mustProduct("Quiet", "drops", 100, 50)
+	for range 3 {
+		e.mustOrder("cy", p, 2)
+	}
+	o := e.mustOrder("cy", p, 1)
+	want(t, e.do("POST", "/users/cy/orders/"+o+"/cancel", userCaller("cy"), nil), 200)
+
+	st := stacktest.Stack(t)
+	ctx := context.Background()
+	desc, err := st.DynamoDB().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tables.Physical(e.prefix, tables.Products))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd, err := st.Streams().DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: desc.Table.LatestStreamArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sh := range sd.StreamDescription.Shards {
+		it, err := st.Streams().GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
+			StreamArn: desc.Table.LatestStreamArn, ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for next := it.ShardIterator; next != nil; {
+			page, err := st.Streams().GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: next})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Records {
+				names = append(names, string(r.EventName))
+			}
+			if len(page.Records) == 0 {
+				break
+			}
+			next = page.NextShardIterator
+		}
+	}
+	if fmt.Sprint(names) != "[INSERT]" {
+		t.Errorf("products stream after 4 orders and a cancellation: got %v, want the creation's INSERT only", names)
 	}
 }
