@@ -303,8 +303,9 @@ type applied struct {
 // batch on the same item, throttling) cancels; the records then fail and
 // come again. A transaction holds its items for its two phases (AWS's
 // TransactionConflict), so concurrent batches on one popular item take
-// turns: 16 attempts with backoff up to 640 ms outlast a dozen of them.
-const maxContended = 16
+// turns: 30 attempts with backoff up to 640 ms (about 10 s) outlast a score
+// of them. An invocation stops retrying a second before its deadline.
+const maxContended = 30
 
 // apply adds the group's records to their counter items in one transaction,
 // with one conditional marker per record. A marker that already exists means
@@ -393,7 +394,7 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 			// again at once with what is left.
 		case !retry:
 			return res, fmt.Errorf("counters of %d records: %w", len(g), err)
-		case contended >= maxContended:
+		case contended >= maxContended || nearDeadline(ctx):
 			return res, fmt.Errorf("counters of %d records: still contended after %d attempts: %w", len(g), contended+1, err)
 		default:
 			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 6)))) + time.Millisecond
@@ -407,6 +408,13 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 		g = keep
 	}
 	return res, nil
+}
+
+// nearDeadline reports an invocation with a second or less left: its
+// records are better failed (and redelivered) than cut off by the timeout.
+func nearDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < time.Second
 }
 
 // gone reports whether every counter item the group's records touch is
