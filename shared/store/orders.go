@@ -190,6 +190,12 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 				var b bucket
 				item := c.items[2+i]
 				if item == nil || attributevalue.UnmarshalMap(item, &b) != nil {
+					// A bucket gone: a stale catalog read, or, read
+					// consistently, buckets that were never written (a
+					// product older than its buckets): count them all.
+					if consistent {
+						wide[d.productID] = true
+					}
 					consistent = true
 					continue
 				}

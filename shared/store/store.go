@@ -93,8 +93,9 @@ type Config struct {
 	// NewID returns a fresh ULID (default a monotonic generator on Now).
 	NewID func() string
 	// MaxAttempts bounds retries of a transaction cancelled by contention
-	// (default 20: with backoff up to 1 s, about 7 s of a flash sale's
-	// turns, under the API function's 10 s timeout).
+	// (default 30: with backoff up to 500 ms, about 7 s of a flash sale's
+	// turns; a request stops a second before its context's deadline, the
+	// API function's timeout).
 	MaxAttempts int
 }
 
@@ -126,7 +127,7 @@ func New(db DB, cfg Config) *Store {
 		cfg.NewID = ulid.New(cfg.Now).Make
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 20
+		cfg.MaxAttempts = 30
 	}
 	s := &Store{
 		cfg: cfg,
@@ -142,13 +143,20 @@ func (s *Store) stamp() string   { return clock.Format(s.now()) }
 func (s *Store) nowEpoch() int64 { return s.now().Unix() }
 
 // backoff sleeps before retry attempt (1-based) with full jitter: a random
-// time up to min(1s, 10ms·2^attempt), so contenders spread out.
+// time up to min(500ms, 10ms·2^attempt), so contenders spread out and a
+// request that lost many rounds still tries twice a second or more (a
+// transaction holds a hot item some 20 ms). It gives up when the sleep
+// would end less than a second before ctx's deadline, so the caller still
+// answers in time.
 func (s *Store) backoff(ctx context.Context, attempt int) error {
-	ceiling := 10 * time.Millisecond << min(attempt, 7)
-	ceiling = min(ceiling, time.Second)
+	ceiling := 10 * time.Millisecond << min(attempt, 6)
+	ceiling = min(ceiling, 500*time.Millisecond)
 	s.mu.Lock()
 	d := time.Duration(s.rnd.Int64N(int64(ceiling)) + 1)
 	s.mu.Unlock()
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+time.Second {
+		return unavailable(context.DeadlineExceeded)
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

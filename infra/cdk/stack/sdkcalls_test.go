@@ -45,6 +45,7 @@ var dynamoActions = map[string]string{
 var dynamicTables = map[string][]string{
 	"shared/store/users.go dynamodb:UpdateItem update.TableName":                                 {tables.Users},
 	"shared/store/products.go dynamodb:BatchGetItem req":                                         {tables.Products},
+	"shared/store/stock.go dynamodb:BatchGetItem req":                                            {tables.ProductStock},
 	"functions/counters/counting/counting.go dynamodb:UpdateItem aws.String(item.table)":         {tables.Users, tables.Products},
 	"functions/counters/counting/counting.go dynamodb:ConditionCheckItem aws.String(item.table)": {tables.Users, tables.Products},
 }

@@ -102,7 +102,7 @@ func TestSampleEventsUnderMakeInvoke(t *testing.T) {
 		{"api-forbidden-other-user.json", "ApiFunction", 403, nil, nil},
 		{"api-get-product-stage.json", "ApiFunction", 200, nil, nil},
 		{"api-place-order.json", "ApiFunction", 201, nil, func() string {
-			return expect(counter(tables.Products, "productId", sampleProduct, "stock"), 9)
+			return expect(counter(tables.ProductStock, "bucketId", sampleProduct+"#0", "units"), 9)
 		}},
 		{"api-open-orders-admin.json", "ApiFunction", 200, nil, nil},
 		{"counters-order-placed.json", "CountersFunction", 0, []string{}, func() string {
@@ -235,7 +235,9 @@ func startSampleStack(tb testing.TB) *sampleStack {
 	put(tables.Users, map[string]any{"userId": "other-user", "version": 1})
 	put(tables.Products, map[string]any{"productId": "sample-product", "version": 1})
 	put(tables.Products, products.Product{ProductID: sampleProduct, Name: "Copper Kettle", Description: "A copper kettle that whistles",
-		Category: "kitchen", PriceCents: 4900, Stock: 10, CreatedAt: "2026-11-22T09:00:00Z", UpdatedAt: "2026-11-22T09:00:00Z", Version: 1})
+		Category: "kitchen", PriceCents: 4900, StockBuckets: 1, CreatedAt: "2026-11-22T09:00:00Z", UpdatedAt: "2026-11-22T09:00:00Z", Version: 1})
+	put(tables.ProductStock, map[string]any{"bucketId": sampleProduct + "#0", "productId": sampleProduct, "bucket": 0, "units": 10,
+		"priceCents": 4900, "name": "Copper Kettle", "version": 0})
 
 	f.template = filepath.Join("..", "..", "..", "template.yaml")
 	f.envVars = localEnvVars(tb, filepath.Join(samples.Dir(tb), "sam-env.json"), map[string]string{

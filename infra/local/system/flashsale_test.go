@@ -147,9 +147,9 @@ func TestFlashSaleDrill(t *testing.T) {
 		t.Run(fmt.Sprintf("%d buckets", buckets), func(t *testing.T) {
 			sys := startSale(t, saleWCU)
 			const stock = 200
-			s := runSale(t, sys, buckets, stock, 12, 4)
-			if s.statuses[201] != 48 {
-				t.Errorf("got %v, want all 48 orders placed (stock %d)", s.statuses, stock)
+			s := runSale(t, sys, buckets, stock, 8, 4)
+			if s.statuses[201] != 32 {
+				t.Errorf("got %v, want all 32 orders placed (stock %d)", s.statuses, stock)
 			}
 			s.check(t, sys, stock)
 			t.Logf("%d buckets: %v in %v", buckets, s.statuses, s.elapsed.Round(time.Millisecond))
@@ -163,10 +163,10 @@ func TestSoldOutDrill(t *testing.T) {
 	for _, buckets := range []int{1, 8} {
 		t.Run(fmt.Sprintf("%d buckets", buckets), func(t *testing.T) {
 			sys := startSale(t, saleWCU)
-			const stock = 30
-			s := runSale(t, sys, buckets, stock, 20, 3)
-			if s.units != stock || s.statuses[409] != 60-stock {
-				t.Errorf("got %v (%d units), want %d×201 and %d×409", s.statuses, s.units, stock, 60-stock)
+			const stock, buyers, tries = 16, 12, 2
+			s := runSale(t, sys, buckets, stock, buyers, tries)
+			if s.units != stock || s.statuses[409] != buyers*tries-stock {
+				t.Errorf("got %v (%d units), want %d×201 and %d×409", s.statuses, s.units, stock, buyers*tries-stock)
 			}
 			s.check(t, sys, stock)
 		})
