@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/shopstream/shopstream/shared/errcode"
@@ -67,7 +68,12 @@ func problemFor(err error) Problem {
 func (h *Handler) fail(ctx context.Context, w http.ResponseWriter, err error) {
 	p := problemFor(err)
 	if errcode.Of(err) == errcode.Internal || errcode.Of(err) == errcode.Unavailable {
-		h.deps.Logger.ErrorContext(ctx, "request failed", "apiRequestId", requestID(ctx), "status", p.Status, "error", err.Error())
+		attrs := []any{"apiRequestId", requestID(ctx), "status", p.Status, "error", err.Error()}
+		if ee := (*errcode.Error)(nil); errors.As(err, &ee) && ee.Err != nil {
+			// Err is for logs only: what the database answered.
+			attrs = append(attrs, "cause", ee.Err.Error())
+		}
+		h.deps.Logger.ErrorContext(ctx, "request failed", attrs...)
 	}
 	body, _ := json.Marshal(p)
 	if rec, ok := w.(*recorder); ok {
