@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
@@ -21,25 +22,41 @@ func BenchmarkProxy(b *testing.B) {
 	direct := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
 	table := stacktest.Prefix(b) + "bench"
 	createTable(b, st.DynamoDB(), table, "")
-	clients := map[string]*dynamodb.Client{"front": st.DynamoDB(), "direct": direct}
-	for _, path := range []string{"direct", "front"} {
+	// The front with AWS's limits off: what the limits cost per call.
+	unlimited := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{Off: true}})
+	clients := map[string]*dynamodb.Client{"front": st.DynamoDB(), "direct": direct, "front-limits-off": unlimited.DynamoDB()}
+	for _, path := range []string{"direct", "front-limits-off", "front"} {
 		db := clients[path]
+		// Items on 100 partition keys: no key nears its 1,000 WCU/s.
+		pk := func(i int) string { return "p" + strconv.Itoa(i%100) }
 		ops := map[string]func(i int) error{
 			"PutItem": func(i int) error {
-				_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("p", i%100, map[string]types.AttributeValue{"v": num(int64(i))})})
+				_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item(pk(i), 0, map[string]types.AttributeValue{"v": num(int64(i))})})
+				return err
+			},
+			"UpdateItem": func(i int) error {
+				_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key(pk(i), 0),
+					UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}})
+				return err
+			},
+			"TransactWriteItems": func(i int) error {
+				_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+					TableName: aws.String(table), Key: key(pk(i), 0),
+					UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+				}}}})
 				return err
 			},
 			"GetItem": func(i int) error {
-				_, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("p", i%100)})
+				_, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(pk(i), 0)})
 				return err
 			},
 			"Query": func(i int) error {
 				_, err := db.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("pk = :p"),
-					ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "p"}}, Limit: aws.Int32(10)})
+					ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: pk(i)}}, Limit: aws.Int32(10)})
 				return err
 			},
 		}
-		for _, op := range []string{"PutItem", "GetItem", "Query"} {
+		for _, op := range []string{"PutItem", "UpdateItem", "TransactWriteItems", "GetItem", "Query"} {
 			b.Run(op+"/"+path, func(b *testing.B) {
 				start := time.Now()
 				for i := 0; i < b.N; i++ {

@@ -138,7 +138,6 @@ type ref struct {
 type admission struct {
 	l       *limiter
 	start   time.Time
-	token   string
 	op      string
 	txIDs   []string
 	writeID []string
@@ -270,7 +269,7 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 		l.mu.Unlock()
 		return nil, cancellationOf(codes)
 	}
-	adm := &admission{l: l, op: "TransactWriteItems", token: req.ClientRequestToken, start: time.Now()}
+	adm := &admission{l: l, op: "TransactWriteItems", start: time.Now()}
 	for _, r := range refs {
 		h := l.txItems[r.id]
 		h.count++
@@ -284,13 +283,9 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 	if err != nil {
 		return adm, nil
 	}
-	if i, b, ok := l.take(charges); !ok {
+	if i, _, ok := l.take(charges); !ok {
 		adm.releaseNow()
-		for j := range codes {
-			codes[j] = reasonNone
-		}
 		codes[i] = reasonThrottled
-		_ = b
 		return nil, cancellationOf(codes)
 	}
 	return adm, nil
