@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -26,6 +29,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -334,6 +338,23 @@ func (d *drill) archived() map[string][]string {
 }
 
 // doc returns the search service's document of a product ("" when none).
+// catalogVersion reads the version of a product's catalog item.
+func (d *drill) catalogVersion(productID string) int64 {
+	d.t.Helper()
+	out, err := d.sys.DynamoDB().GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(tables.Physical(d.prefix, tables.Products)), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: productID}},
+	})
+	if err != nil {
+		d.t.Fatalf("catalog item of %s: %v", productID, err)
+	}
+	var p struct{ Version int64 }
+	if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
+		d.t.Fatalf("catalog item of %s: %v", productID, err)
+	}
+	return p.Version
+}
+
 func (d *drill) doc(productID string) string {
 	d.t.Helper()
 	got, b := d.http("GET", d.sys.SearchURL+"/products/_doc/"+productID, "", nil)

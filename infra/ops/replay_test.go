@@ -104,7 +104,9 @@ func (d *drill) state(s shop) (snapshot, drift string) {
 		if got.UnitsSold != s.wantUnits[pid] || got.ReviewCount != want[0] || got.RatingAverage == nil || *got.RatingAverage != float64(want[1])/float64(want[0]) {
 			fmt.Fprintf(&wrong, "product %s: got units %d, reviews %d, rating %v; want %d, %d, %v; ", pid, got.UnitsSold, got.ReviewCount, got.RatingAverage, s.wantUnits[pid], want[0], float64(want[1])/float64(want[0]))
 		}
-		if wantDoc := fmt.Sprintf("v%d units=%d reviews=%d", got.Version, got.UnitsSold, got.ReviewCount); !strings.HasPrefix(doc, wantDoc) {
+		// The search document carries the catalog item's version; the API's
+		// adds the stock buckets' (sales), which the indexer never sees.
+		if wantDoc := fmt.Sprintf("v%d units=%d reviews=%d", d.catalogVersion(pid), got.UnitsSold, got.ReviewCount); !strings.HasPrefix(doc, wantDoc) {
 			fmt.Fprintf(&wrong, "search document of %s: got %q, want %q…; ", pid, doc, wantDoc)
 		}
 	}
@@ -170,9 +172,10 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 	}
 	// orders: 4 placed and 1 cancelled, and the 2 status changes when they
 	// share a batch with one of those (alone they have no effect, and
-	// succeed); reviews: 3; products: 2 created, 4 stock changes and the
-	// cancel's restock; archive: 2 orders, 1 cart.
-	if records["orders-counters"] < 5 || records["orders-counters"] > 7 || records["reviews-counters"] != 3 || records["products-indexer"] != 7 ||
+	// succeed); reviews: 3; products: the 2 creations (sales and the
+	// cancel's restock write stock buckets, not the catalog); archive: 2
+	// orders, 1 cart.
+	if records["orders-counters"] < 5 || records["orders-counters"] > 7 || records["reviews-counters"] != 3 || records["products-indexer"] != 2 ||
 		records["orders-archiver"] != 2 || records["carts-archiver"] != 1 {
 		t.Errorf("records in the failure bucket: got %v", records)
 	}
