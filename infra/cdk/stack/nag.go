@@ -74,6 +74,13 @@ func (b *builder) suppressions() {
 	}
 	suppress(pool, true, poolRules...)
 
+	suppress(b.cdnDist, true,
+		rule("AwsSolutions-CFR1", "The products and search are sold worldwide: no country is refused."),
+		rule("AwsSolutions-CFR2", "The CDN serves public GET routes only, whose answers it caches; the API behind it has its own throttling (stage rate and burst limits) and API Gateway's access log."),
+		rule("AwsSolutions-CFR3", "Every request that reaches the API through the CDN is in API Gateway's access log; CloudFront's standard logs need ACLs on their bucket, which every bucket of this stack disables (object ownership enforced)."),
+		rule("AwsSolutions-CFR4", "The distribution uses CloudFront's default certificate (*.cloudfront.net), which fixes the viewer protocol policy; HTTPS only is enforced. A custom domain with its own certificate would set TLSv1.2_2021."),
+	)
+
 	for _, r := range b.api.public {
 		suppress(r, true, rule("AwsSolutions-APIG4", "A public route by CONTRACT §2 (health check, product pages, reviews of a product, search): anyone may read it without a token."))
 	}

@@ -6,6 +6,7 @@ package stack
 
 import (
 	"fmt"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
@@ -103,6 +104,7 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 	if err := b.httpAPI(p.Routes); err != nil {
 		return nil, err
 	}
+	b.cdn()
 	b.monitoring(p.AlarmEmail)
 	b.outputs()
 	b.suppressions()
@@ -115,7 +117,8 @@ type builder struct {
 	cfg  Config
 	dist string
 
-	api httpAPIParts
+	api     httpAPIParts
+	cdnDist awscloudfront.Distribution
 	// accessLogs receives the server access logs of the archive and failure buckets.
 	accessLogs awss3.IBucket
 }

@@ -41,6 +41,9 @@ type Config struct {
 	// UserPoolPlus puts the user pool on Cognito's Plus plan with threat
 	// protection enforced (compromised credentials, risky sign-ins).
 	UserPoolPlus bool
+	// CDNAllEdges serves the CDN from every CloudFront edge location, not
+	// only North America's and Europe's (price class 100).
+	CDNAllEdges bool
 	// CORSOrigins are the browser origins the API answers.
 	CORSOrigins []string
 	// Search sizes the OpenSearch domain.
@@ -120,6 +123,7 @@ var stages = map[string]Config{
 		LogRetention:        awslogs.RetentionDays_THREE_MONTHS,
 		ReservedConcurrency: map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5},
 		UserPoolPlus:        true,
+		CDNAllEdges:         true,
 		APIRateLimit:        1000,
 		APIBurstLimit:       2000,
 		CORSOrigins:         []string{"https://shopstream.example.com"},

@@ -1,0 +1,108 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfrontorigins"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// OutputCDNURL names the output holding the CDN's base URL.
+const OutputCDNURL = "CdnUrl"
+
+// CDNPaths are the path patterns the CDN serves, all public GET routes of
+// CONTRACT §2 (GET and HEAD only): products, their pages and reviews, and
+// search. Every other path, the authorised routes among them, is answered
+// 404 at the edge and never reaches the API through the CDN.
+var CDNPaths = []string{"/products", "/products/*", "/search"}
+
+// CDNQueryStrings are the query parameters of the public routes; they are
+// the cache key's, and nothing else of the request is.
+var CDNQueryStrings = []string{"category", "cursor", "limit", "q"}
+
+// cdn puts CloudFront in front of the API's public GET routes, so that a
+// viral product's page is read from the edge: the API says how long an
+// answer may be kept (Cache-Control: public, max-age=5 on a product, 10 on
+// lists and search) and CloudFront revalidates with the ETag. No header
+// (Authorization included) and no cookie is forwarded or part of the key.
+func (b *builder) cdn() {
+	origin := awscloudfrontorigins.NewHttpOrigin(awscdk.Fn_Join(jsii.String(""), &[]*string{
+		b.api.api.ApiId(), jsii.String(".execute-api."), b.s.Stack.Region(), jsii.String("."), b.s.Stack.UrlSuffix(),
+	}), &awscloudfrontorigins.HttpOriginProps{
+		ProtocolPolicy:      awscloudfront.OriginProtocolPolicy_HTTPS_ONLY,
+		OriginSslProtocols:  &[]awscloudfront.OriginSslPolicy{awscloudfront.OriginSslPolicy_TLS_V1_2},
+		ReadTimeout:         awscdk.Duration_Seconds(jsii.Number(30)),
+		ConnectionAttempts:  jsii.Number(2),
+		ConnectionTimeout:   awscdk.Duration_Seconds(jsii.Number(5)),
+		OriginShieldEnabled: jsii.Bool(false),
+	})
+	cache := awscloudfront.NewCachePolicy(b.s.Stack, jsii.String("PublicReadsCachePolicy"), &awscloudfront.CachePolicyProps{
+		CachePolicyName: b.name("public-reads"),
+		Comment:         jsii.String("the origin's Cache-Control decides; query strings of the public routes only"),
+		MinTtl:          awscdk.Duration_Seconds(jsii.Number(0)),
+		DefaultTtl:      awscdk.Duration_Seconds(jsii.Number(0)),
+		MaxTtl:          awscdk.Duration_Seconds(jsii.Number(60)),
+		QueryStringBehavior: awscloudfront.CacheQueryStringBehavior_AllowList(
+			jsii.String(CDNQueryStrings[0]), jsii.String(CDNQueryStrings[1]), jsii.String(CDNQueryStrings[2]), jsii.String(CDNQueryStrings[3])),
+		HeaderBehavior:             awscloudfront.CacheHeaderBehavior_None(),
+		CookieBehavior:             awscloudfront.CacheCookieBehavior_None(),
+		EnableAcceptEncodingGzip:   jsii.Bool(true),
+		EnableAcceptEncodingBrotli: jsii.Bool(true),
+	})
+	headers := awscloudfront.NewResponseHeadersPolicy(b.s.Stack, jsii.String("PublicReadsHeaders"), &awscloudfront.ResponseHeadersPolicyProps{
+		ResponseHeadersPolicyName: b.name("public-reads"),
+		SecurityHeadersBehavior: &awscloudfront.ResponseSecurityHeadersBehavior{
+			StrictTransportSecurity: &awscloudfront.ResponseHeadersStrictTransportSecurity{
+				AccessControlMaxAge: awscdk.Duration_Days(jsii.Number(365)), IncludeSubdomains: jsii.Bool(true), Override: jsii.Bool(true),
+			},
+			ContentTypeOptions: &awscloudfront.ResponseHeadersContentTypeOptions{Override: jsii.Bool(true)},
+		},
+	})
+	public := &awscloudfront.BehaviorOptions{
+		Origin:                origin,
+		AllowedMethods:        awscloudfront.AllowedMethods_ALLOW_GET_HEAD(),
+		CachedMethods:         awscloudfront.CachedMethods_CACHE_GET_HEAD(),
+		ViewerProtocolPolicy:  awscloudfront.ViewerProtocolPolicy_HTTPS_ONLY,
+		CachePolicy:           cache,
+		ResponseHeadersPolicy: headers,
+		Compress:              jsii.Bool(true),
+	}
+	notFound := awscloudfront.NewFunction(b.s.Stack, jsii.String("CdnNotFound"), &awscloudfront.FunctionProps{
+		FunctionName: b.name("cdn-not-found"),
+		Comment:      jsii.String("answers 404 for every path the CDN does not serve"),
+		Runtime:      awscloudfront.FunctionRuntime_JS_2_0(),
+		Code: awscloudfront.FunctionCode_FromInline(jsii.String(
+			`function handler(event) { return { statusCode: 404, statusDescription: "Not Found", ` +
+				`headers: { "content-type": { value: "application/json" }, "cache-control": { value: "no-store" } }, ` +
+				`body: { encoding: "text", data: "{\"message\":\"Not Found\"}" } }; }`)),
+	})
+	priceClass := awscloudfront.PriceClass_PRICE_CLASS_100
+	if b.cfg.CDNAllEdges {
+		priceClass = awscloudfront.PriceClass_PRICE_CLASS_ALL
+	}
+	additional := map[string]*awscloudfront.BehaviorOptions{}
+	for _, p := range CDNPaths {
+		additional[p] = public
+	}
+	dist := awscloudfront.NewDistribution(b.s.Stack, jsii.String("Cdn"), &awscloudfront.DistributionProps{
+		Comment: jsii.String(*b.name("public reads")),
+		DefaultBehavior: &awscloudfront.BehaviorOptions{
+			Origin:               origin,
+			AllowedMethods:       awscloudfront.AllowedMethods_ALLOW_GET_HEAD(),
+			ViewerProtocolPolicy: awscloudfront.ViewerProtocolPolicy_HTTPS_ONLY,
+			CachePolicy:          awscloudfront.CachePolicy_CACHING_DISABLED(),
+			FunctionAssociations: &[]*awscloudfront.FunctionAssociation{{
+				Function: notFound, EventType: awscloudfront.FunctionEventType_VIEWER_REQUEST,
+			}},
+		},
+		AdditionalBehaviors: &additional,
+		PriceClass:          priceClass,
+		HttpVersion:         awscloudfront.HttpVersion_HTTP2_AND_3,
+		EnableIpv6:          jsii.Bool(true),
+	})
+	b.cdnDist = dist
+	awscdk.NewCfnOutput(b.s.Stack, jsii.String(OutputCDNURL), &awscdk.CfnOutputProps{
+		Value:       awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("https://"), dist.DistributionDomainName()}),
+		Description: jsii.String("CDN in front of the public GET routes (products, search)"),
+	})
+}
