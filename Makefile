@@ -31,9 +31,9 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
-## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin, EMAIL=… its email claim, default <sub>@example.com)
+## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin, EMAIL=… its email claim, default <sub>@example.com, UNVERIFIED=1 for email_verified false)
 token:
-	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)')
+	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)') $(if $(UNVERIFIED),-unverified)
 
 ## seed: demo users and products into a running `make run`
 seed:

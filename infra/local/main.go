@@ -216,6 +216,7 @@ func token(args []string, getenv func(string) string, out io.Writer) error {
 	sub := fs.String("sub", "", "the user id (the token's sub)")
 	admin := fs.Bool("admin", false, "put the user in the admin group")
 	email := fs.String("email", "", "the token's email claim (default <sub>@example.com)")
+	unverified := fs.Bool("unverified", false, "email_verified false, as Cognito's token after an address change not yet confirmed")
 	ttl := fs.Duration("ttl", 12*time.Hour, "how long the token is valid")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -224,7 +225,7 @@ func token(args []string, getenv func(string) string, out io.Writer) error {
 		return fmt.Errorf("-sub is required")
 	}
 	tok, err := apigw.TokenFor([]byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret)),
-		apigw.Claims{Sub: *sub, Email: *email, Admin: *admin}, *ttl)
+		apigw.Claims{Sub: *sub, Email: *email, Admin: *admin, Unverified: *unverified}, *ttl)
 	if err != nil {
 		return err
 	}

@@ -29,9 +29,13 @@ const (
 type Identity struct {
 	UserID string
 	Admin  bool
-	// Email is the token's email claim, as the identity provider verified
-	// it; empty when the token has none.
+	// Email is the token's email claim; empty when the token has none.
 	Email string
+	// EmailVerified is the token's email_verified claim: the identity
+	// provider confirmed the address belongs to the user. Cognito lets a
+	// user change their email attribute and issues tokens with the new,
+	// unconfirmed address and email_verified false.
+	EmailVerified bool
 	// Refused says why a verified token is still not served (a sub that is
 	// not a usable user id); empty when it is.
 	Refused string
@@ -50,7 +54,8 @@ func identityFrom(ev events.APIGatewayV2HTTPRequest) Identity {
 	if sub == "" {
 		return Identity{}
 	}
-	id := Identity{UserID: sub, Email: a.JWT.Claims["email"]}
+	// Claims arrive as strings: a JSON true is "true".
+	id := Identity{UserID: sub, Email: a.JWT.Claims["email"], EmailVerified: strings.EqualFold(strings.TrimSpace(a.JWT.Claims["email_verified"]), "true")}
 	if strings.TrimSpace(sub) != sub || !users.ValidID(sub) {
 		id.Refused = "the token's sub is not a usable user id"
 	}

@@ -92,6 +92,9 @@ type caller struct {
 	groups  string
 	email   string
 	noEmail bool
+	// unverified: email_verified "false", as Cognito's token after an
+	// address change not yet confirmed.
+	unverified bool
 }
 
 var anonymous = caller{}
@@ -127,6 +130,10 @@ func event(method, target string, who caller, body any, headers ...string) event
 			claims["email"] = who.email
 		default:
 			claims["email"] = who.sub + "@example.com"
+		}
+		if !who.noEmail {
+			// API Gateway passes the claim as a string.
+			claims["email_verified"] = fmt.Sprint(!who.unverified)
 		}
 		if who.groups != "" {
 			claims["cognito:groups"] = who.groups

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/users"
 )
 
@@ -15,6 +16,9 @@ func (h *Handler) createUser(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := identity(r.Context())
+	if id.Email != "" && !id.EmailVerified {
+		return errUnverified
+	}
 	email, err := users.OwnEmail(id.Email, in.Email)
 	if err != nil {
 		return err
@@ -56,6 +60,9 @@ func (h *Handler) patchUser(w http.ResponseWriter, r *http.Request) error {
 	// admin's token carries the admin's address, never the user's.
 	userID, tokenEmail := r.PathValue("userId"), ""
 	if id := identity(r.Context()); id.UserID == userID {
+		if in.Email != nil && id.Email != "" && !id.EmailVerified {
+			return errUnverified
+		}
 		tokenEmail = id.Email
 	}
 	u, err := h.deps.Store.PatchUser(r.Context(), userID, in, version, tokenEmail)
@@ -66,3 +73,7 @@ func (h *Handler) patchUser(w http.ResponseWriter, r *http.Request) error {
 	write(w, http.StatusOK, u)
 	return nil
 }
+
+// errUnverified refuses an address the identity provider has not confirmed:
+// claiming it would lock its owner out (emails are unique).
+var errUnverified = errcode.Errorf(errcode.Forbidden, "the token's email address is not verified (email_verified is not true)")

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -229,4 +230,27 @@ func TestEmailChangeWithoutOldClaim(t *testing.T) {
 	if owner, _ := out.Item["userId"].(*types.AttributeValueMemberS); owner == nil || owner.Value != "someone-else" {
 		t.Errorf("got claim %v, want held@example.com still someone-else's", out.Item)
 	}
+}
+
+// TestUnverifiedEmailIsRefused: Cognito lets a user set their email
+// attribute to anyone's address and then issues tokens carrying it with
+// email_verified false. Such a token cannot register the address or move a
+// user to it (403), so its owner is never locked out; it may still change
+// the user's name.
+func TestUnverifiedEmailIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mallory := caller{sub: "mallory", email: "victim@example.com", unverified: true}
+	r := e.do("POST", "/users", mallory, map[string]any{"name": "M"})
+	want(t, r, 403, "forbidden")
+	if !strings.Contains(r.str("detail"), "not verified") {
+		t.Errorf("detail: got %q, want it to say the address is not verified", r.str("detail"))
+	}
+	want(t, e.do("POST", "/users", caller{sub: "mallory", email: "victim@example.com", unverified: true}, map[string]any{"email": "victim@example.com", "name": "M"}), 403, "forbidden")
+
+	e.mustUser("mallory")
+	want(t, e.do("PATCH", "/users/mallory", mallory, map[string]any{"email": "victim@example.com"}), 403, "forbidden")
+	want(t, e.do("PATCH", "/users/mallory", mallory, map[string]any{"name": "Still M"}), 200)
+	// The owner registers their own address afterwards.
+	want(t, e.do("POST", "/users", caller{sub: "victim", email: "victim@example.com"}, map[string]any{"name": "V"}), 201)
 }

@@ -72,6 +72,9 @@ func (b *builder) httpAPI(routes []Route) error {
 		SelfSignUpEnabled: jsii.Bool(true),
 		SignInAliases:     &awscognito.SignInAliases{Email: jsii.Bool(true)},
 		AutoVerify:        &awscognito.AutoVerifiedAttrs{Email: jsii.Bool(true)},
+		// A changed address takes effect once its owner confirms it: until
+		// then the pool keeps the original, and tokens carry it verified.
+		KeepOriginal: &awscognito.KeepOriginalAttrs{Email: jsii.Bool(true)},
 		PasswordPolicy: &awscognito.PasswordPolicy{
 			MinLength:        jsii.Number(12),
 			RequireDigits:    jsii.Bool(true),
@@ -95,6 +98,13 @@ func (b *builder) httpAPI(routes []Route) error {
 		AuthFlows:                  &awscognito.AuthFlow{UserSrp: jsii.Bool(true)},
 		PreventUserExistenceErrors: jsii.Bool(true),
 		GenerateSecret:             jsii.Bool(false),
+		// The shop's pages read and write a user's address and name only.
+		ReadAttributes: awscognito.NewClientAttributes().WithStandardAttributes(&awscognito.StandardAttributesMask{
+			Email: jsii.Bool(true), EmailVerified: jsii.Bool(true), Fullname: jsii.Bool(true),
+		}),
+		WriteAttributes: awscognito.NewClientAttributes().WithStandardAttributes(&awscognito.StandardAttributesMask{
+			Email: jsii.Bool(true), Fullname: jsii.Bool(true),
+		}),
 	})
 	awscognito.NewCfnUserPoolGroup(b.s.Stack, jsii.String("AdminGroup"), &awscognito.CfnUserPoolGroupProps{
 		UserPoolId:  pool.UserPoolId(),

@@ -217,13 +217,16 @@ func TestTokenEmailClaim(t *testing.T) {
 	def, _ := Token(secret, "u1", false, time.Hour)
 	own, _ := TokenFor(secret, Claims{Sub: "u2", Email: "Grace@Example.com"}, time.Hour)
 	none, _ := TokenFor(secret, Claims{Sub: "u3", NoEmail: true}, time.Hour)
+	unverified, _ := TokenFor(secret, Claims{Sub: "u4", Email: "victim@example.com", Unverified: true}, time.Hour)
 	for _, tc := range []struct {
 		tok, path, want string
 		present         bool
+		verified        string
 	}{
-		{def, "/users/u1", "u1@example.com", true},
-		{own, "/users/u2", "Grace@Example.com", true},
-		{none, "/users/u3", "", false},
+		{def, "/users/u1", "u1@example.com", true, "true"},
+		{own, "/users/u2", "Grace@Example.com", true, "true"},
+		{none, "/users/u3", "", false, ""},
+		{unverified, "/users/u4", "victim@example.com", true, "false"},
 	} {
 		req, _ := http.NewRequest("GET", srv.URL+tc.path, nil)
 		req.Header.Set("Authorization", "Bearer "+tc.tok)
@@ -233,6 +236,10 @@ func TestTokenEmailClaim(t *testing.T) {
 		got, ok := rec.got.RequestContext.Authorizer.JWT.Claims["email"]
 		if got != tc.want || ok != tc.present {
 			t.Errorf("%s: got email claim %q (present %v), want %q (present %v)", tc.path, got, ok, tc.want, tc.present)
+		}
+		// API Gateway passes the boolean claim as a string.
+		if got := rec.got.RequestContext.Authorizer.JWT.Claims["email_verified"]; got != tc.verified {
+			t.Errorf("%s: got email_verified %q, want %q", tc.path, got, tc.verified)
 		}
 	}
 }

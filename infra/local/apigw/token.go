@@ -21,7 +21,10 @@ type Claims struct {
 	// empty: <sub>@example.com. NoEmail leaves the claim out.
 	Email   string
 	NoEmail bool
-	Admin   bool
+	// Unverified sets email_verified to false, as Cognito does after a user
+	// changes their address and before they confirm it.
+	Unverified bool
+	Admin      bool
 }
 
 // DefaultEmail is the email claim of a dev token that names none.
@@ -43,7 +46,7 @@ func TokenFor(secret []byte, c Claims, ttl time.Duration) (string, error) {
 	claims := map[string]any{"sub": c.Sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "token_use": "id"}
 	if !c.NoEmail {
 		claims["email"] = cmp.Or(c.Email, DefaultEmail(c.Sub))
-		claims["email_verified"] = true
+		claims["email_verified"] = !c.Unverified
 	}
 	if c.Admin {
 		claims["cognito:groups"] = []string{"admin"}
