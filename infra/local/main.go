@@ -38,7 +38,9 @@ func main() {
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal closed) stops the stack as Ctrl-C and SIGTERM do:
+	// cleanly, DynamoDB Local included.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if len(os.Args) > 1 && os.Args[1] == "invoke" {
 		if err := invoke.Command(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {

@@ -123,6 +123,12 @@ func startBinary(t *testing.T, bin string, env []string) *proc {
 		t.Fatalf("start stack: %v", err)
 	}
 	p := &proc{cmd: cmd}
+	// A test that fails before it stops the stack leaves no process behind.
+	t.Cleanup(func() {
+		if syscall.Kill(cmd.Process.Pid, 0) == nil {
+			cmd.Process.Kill()
+		}
+	})
 	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -324,4 +330,61 @@ func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
 	if syscall.Kill(p.jvmPid, 0) == nil {
 		t.Errorf("DynamoDB Local (pid %d) still running after a clean stop", p.jvmPid)
 	}
+}
+
+// TestSecondStackRefusedAndSIGHUPStopsCleanly runs the stack binary on a
+// DATA_DIR, then a second one on the same directory, which exits at once
+// with a clear message; closing the terminal (SIGHUP) then stops the first
+// cleanly, DynamoDB Local included, and frees the directory.
+func TestSecondStackRefusedAndSIGHUPStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "local")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	env := func() []string {
+		return []string{
+			"DATA_DIR=" + filepath.Join(dir, "data"),
+			"DYNAMODB_PORT=" + strconv.Itoa(freePort(t)),
+			"S3_PORT=" + strconv.Itoa(freePort(t)),
+			"SEARCH_PORT=" + strconv.Itoa(freePort(t)),
+			"API_PORT=" + strconv.Itoa(freePort(t)),
+		}
+	}
+	p := startBinary(t, bin, env())
+
+	second := exec.Command(bin)
+	second.Env = append(os.Environ(), env()...)
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use by another local stack") {
+		t.Errorf("second stack: got %v\n%s\nwant a refusal naming the DATA_DIR in use", err, out)
+	}
+	if syscall.Kill(p.jvmPid, 0) != nil {
+		t.Fatalf("the first stack's DynamoDB Local died when the second was refused")
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGHUP: got %v, want status 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatal("stack still running 20s after SIGHUP")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(p.jvmPid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("DynamoDB Local (pid %d) still running after the stack stopped", p.jvmPid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	again := startBinary(t, bin, env())
+	again.cmd.Process.Signal(syscall.SIGTERM)
+	again.cmd.Wait()
 }

@@ -44,7 +44,10 @@ type Options struct {
 
 // Process is a running DynamoDB Local.
 type Process struct {
-	cmd      *exec.Cmd
+	cmd *exec.Cmd
+	// parent is the write end of the JVM's standard input: the JVM exits
+	// when it closes, which the OS does when this process dies.
+	parent   *os.File
 	endpoint string
 	done     chan struct{}
 	waitErr  error
@@ -214,10 +217,18 @@ func start(ctx context.Context, opts Options, jarDir, classDir string) (*Process
 	cmd.SysProcAttr = childAttrs()
 	out := &logWriter{logger: opts.Logger}
 	cmd.Stdout, cmd.Stderr = out, out
+	stdin, parent, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start dynamodb local: %w", err)
+	}
+	cmd.Stdin = stdin
 	if err := cmd.Start(); err != nil {
+		stdin.Close()
+		parent.Close()
 		return nil, fmt.Errorf("start dynamodb local (Java 17 is required): %w", err)
 	}
-	p := &Process{cmd: cmd, endpoint: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	stdin.Close() // the JVM has its copy
+	p := &Process{cmd: cmd, parent: parent, endpoint: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -266,6 +277,7 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Close stops DynamoDB Local: SIGTERM, then SIGKILL after five seconds.
 func (p *Process) Close() error {
+	defer p.parent.Close()
 	select {
 	case <-p.done:
 		return nil

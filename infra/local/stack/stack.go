@@ -68,6 +68,8 @@ type Stack struct {
 	search   *search.Server
 	servers  []*http.Server
 	logger   *slog.Logger
+	// unlock releases the DATA_DIR (nil in memory).
+	unlock func() error
 }
 
 // Start starts every endpoint and returns when all answer.
@@ -82,6 +84,12 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		cfg.TTLSweepInterval = 0
 	}
 	s := &Stack{logger: cfg.Logger}
+	if cfg.DataDir != "" {
+		// First of all: a second stack on this directory touches nothing.
+		if s.unlock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -198,6 +206,9 @@ func (s *Stack) Close() error {
 	}
 	if s.ddbl != nil {
 		errs = append(errs, s.ddbl.Close())
+	}
+	if s.unlock != nil {
+		errs = append(errs, s.unlock())
 	}
 	return errors.Join(errs...)
 }
