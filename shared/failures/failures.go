@@ -77,7 +77,10 @@ type RequestContext struct {
 type ResponseContext struct {
 	StatusCode      int    `json:"statusCode"`
 	ExecutedVersion string `json:"executedVersion"`
-	FunctionError   string `json:"functionError,omitempty"`
+	// FunctionError is "Unhandled" when the function failed the invocation
+	// and null (never omitted) when it answered with batchItemFailures, as
+	// Lambda writes it.
+	FunctionError *string `json:"functionError"`
 }
 
 // BatchInfo locates the discarded records in the stream.

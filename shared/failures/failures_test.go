@@ -235,3 +235,41 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFunctionErrorOnTheWire: Lambda writes responseContext.functionError as
+// "Unhandled" when the function threw and as null, not omitted, when it
+// answered with batchItemFailures (recorded against AWS, 2025).
+func TestFunctionErrorOnTheWire(t *testing.T) {
+	o, err := Parse(sample(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unhandled := "Unhandled"
+	for _, tc := range []struct {
+		fe   *string
+		want string
+	}{
+		{nil, `"functionError":null`},
+		{&unhandled, `"functionError":"Unhandled"`},
+	} {
+		o.ResponseContext = ResponseContext{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: tc.fe}
+		b, err := o.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(m["responseContext"]); !strings.Contains(got, tc.want) {
+			t.Errorf("responseContext: got %s, want it to hold %s", got, tc.want)
+		}
+		back, err := Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (back.ResponseContext.FunctionError == nil) != (tc.fe == nil) {
+			t.Errorf("parsed back: got %v, want %v", back.ResponseContext.FunctionError, tc.fe)
+		}
+	}
+}

@@ -75,7 +75,7 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) bool {
 // outcome is how an invocation ended, for the on-failure record.
 type outcome struct {
 	requestID     string
-	functionError string // "Unhandled" when the function returned an error
+	functionError *string // "Unhandled" when the function returned an error, nil when it answered
 	reason        string
 	// partial is true when the function answered with a valid partial
 	// batch response: the invocation succeeded up to the failed record.
@@ -104,6 +104,9 @@ func (r *runner) failure(s *shard, b []pending, condition string, invocations in
 	key := failures.NewKey(failures.LocalMappingID(r.m.Name), s.id, now)
 	return Failure{Object: o, Key: key.String(), Reason: out.reason}
 }
+
+// unhandled is the functionError of an invocation that failed.
+var unhandled = "Unhandled"
 
 func functionArn(function string) string {
 	return "arn:aws:lambda:us-east-1:000000000000:function:" + function
@@ -145,7 +148,7 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, outcome) {
 	resp, err := r.handleWithin(lambdacontext.NewContext(ctx, lc), ev)
 	if err != nil {
 		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "requestId", lc.AwsRequestID, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
-		out.functionError, out.reason = "Unhandled", err.Error()
+		out.functionError, out.reason = &unhandled, err.Error()
 		return 0, out
 	}
 	if !r.m.ReportBatchItemFailures || len(resp.BatchItemFailures) == 0 {

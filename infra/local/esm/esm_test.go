@@ -249,7 +249,7 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 			RequestID, FunctionArn, Condition string
 			ApproximateInvokeCount            int
 		}
-		ResponseContext struct{ FunctionError string }
+		ResponseContext struct{ FunctionError *string }
 		Batch           struct {
 			ShardID, StartSequenceNumber, EndSequenceNumber, StreamArn string
 			BatchSize                                                  int
@@ -267,7 +267,7 @@ func TestPoisonRecordGoesToTheFailureDestinationWithoutBlocking(t *testing.T) {
 		{"request id", rec.RequestContext.RequestID != "", true},
 		{"function", strings.HasSuffix(rec.RequestContext.FunctionArn, ":function:f"), true},
 		{"invocations", rec.RequestContext.ApproximateInvokeCount >= m.RetryAttempts+1, true},
-		{"function error", rec.ResponseContext.FunctionError, "Unhandled"},
+		{"function error", fmt.Sprint(rec.ResponseContext.FunctionError != nil && *rec.ResponseContext.FunctionError == "Unhandled"), "true"},
 		{"shard", rec.Batch.ShardID, fails[0].Batch.ShardID},
 		{"start", rec.Batch.StartSequenceNumber, fails[0].Batch.StartSequenceNumber},
 		{"end", rec.Batch.EndSequenceNumber, fails[0].Batch.StartSequenceNumber},

@@ -485,7 +485,7 @@ func (r *run) remainder(o failures.Object, d driven) failures.Object {
 type driven struct {
 	failed        []events.DynamoDBEventRecord
 	invocations   int
-	functionError string
+	functionError *string
 	reason        string
 }
 
@@ -517,11 +517,11 @@ func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoD
 		var named map[string]bool
 		if err != nil {
 			first = 0
-			d.functionError, d.reason = "Unhandled", err.Error()
+			d.functionError, d.reason = aws.String("Unhandled"), err.Error()
 			r.cfg.Logger.Warn("replayed batch failed", "mapping", m.Name, "count", len(a.recs), "err", err.Error())
 		} else if m.ReportBatchItemFailures && len(resp.BatchItemFailures) > 0 {
 			first, named = firstFailed(a.recs, resp.BatchItemFailures)
-			d.functionError, d.reason = "", "partial batch response"
+			d.functionError, d.reason = nil, "partial batch response"
 		}
 		if first < 0 {
 			queue = queue[1:]
