@@ -173,6 +173,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "com.amazon.coral.service#SerializationException", "request too large")
 		return
 	}
+	body = toLocal(body)
 	target := r.Header.Get("X-Amz-Target")
 	op := target[strings.LastIndexByte(target, '.')+1:]
 	tables := tablesOf(op, body)
@@ -323,10 +324,39 @@ func relay(w http.ResponseWriter, resp *http.Response, body []byte) {
 // ResourceNotFoundException, ...), and a body the front rewrites would
 // outdate the one it does send.
 func send(w http.ResponseWriter, status int, body []byte) {
+	body = toAWS(body)
 	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// DynamoDB Local names its region "ddblocal" in ARNs and in stream records'
+// awsRegion; AWS names one region everywhere, the stack's. The front gives
+// clients the stack's region and DynamoDB Local its own: ARNs a client sends
+// back (a stream's, inside a shard iterator) are turned back on the way in.
+var (
+	localARN  = []byte("arn:aws:dynamodb:ddblocal:")
+	awsARN    = []byte("arn:aws:dynamodb:" + Region + ":")
+	localZone = []byte(`"awsRegion":"ddblocal"`)
+	awsZone   = []byte(`"awsRegion":"` + Region + `"`)
+)
+
+// Region is the region the front answers in.
+const Region = "us-east-1"
+
+func toAWS(body []byte) []byte {
+	if !bytes.Contains(body, []byte("ddblocal")) {
+		return body
+	}
+	return bytes.ReplaceAll(bytes.ReplaceAll(body, localARN, awsARN), localZone, awsZone)
+}
+
+func toLocal(body []byte) []byte {
+	if !bytes.Contains(body, awsARN) {
+		return body
+	}
+	return bytes.ReplaceAll(body, awsARN, localARN)
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
