@@ -296,8 +296,8 @@ func parseSort(raw json.RawMessage) ([]sortKey, *apiError) {
 							return nil, unsupported("[sort] missing value [%s]", string(opts[opt]))
 						}
 					case "mode":
-						if sv != "min" && sv != "max" {
-							return nil, unsupported("[sort] mode [%s]", sv)
+						if !slices.Contains(sortModes, sv) {
+							return nil, illegalArgument("Illegal sort mode: %s", sv)
 						}
 						k.mode = sv
 					case "unmapped_type":
@@ -411,6 +411,9 @@ func (c *compiler) sortOrder(keys []sortKey) (search.SortOrder, []sortSpec, *api
 			case "max":
 				sf.Mode = search.SortFieldMax
 			}
+			if customMode(k.mode) && spec.kind != kindLong && spec.kind != kindDouble {
+				return nil, nil, illegalArgument("sort mode [%s] is only allowed on numeric fields, not on [%s]", k.mode, k.field)
+			}
 			order = append(order, sf)
 		}
 		specs = append(specs, spec)
@@ -441,7 +444,12 @@ func sortValue(spec sortSpec, hit *search.DocumentMatch) any {
 		return nil
 	}
 	switch spec.kind {
-	case kindLong, kindDate, kindDouble:
+	case kindLong, kindDouble:
+		if v, ok := sourceSortValue(spec, hitSource(hit)); ok {
+			return v
+		}
+		return nil
+	case kindDate:
 		i, err := numeric.PrefixCoded(v).Int64()
 		if err != nil {
 			return nil
@@ -498,11 +506,18 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	if count {
 		size = 0
 	}
-	req := bleve.NewSearchRequestOptions(bq, size, sp.from, false)
 	order, specs, e := c.sortOrder(sp.sort)
 	if e != nil {
 		return 0, e
 	}
+	// Modes bleve cannot sort by: take every hit in bleve's order (which
+	// ends by id), and sort them here, stably, by the keys' values.
+	custom := !count && slices.ContainsFunc(sp.sort, func(k sortKey) bool { return customMode(k.mode) })
+	from := sp.from
+	if custom {
+		size, from = ix.maxResultWindow, 0
+	}
+	req := bleve.NewSearchRequestOptions(bq, size, from, false)
 	req.SortByCustom(order)
 	req.Fields = []string{fieldSource}
 	if sp.version || sp.seqNo {
@@ -515,6 +530,25 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	shards := shardsInfo{Total: 1, Successful: 1, Skipped: new(0)}
 	if count {
 		return http.StatusOK, map[string]any{"count": res.Total, "_shards": shards}
+	}
+	if custom {
+		vals := make(map[*search.DocumentMatch][]any, len(res.Hits))
+		for _, h := range res.Hits {
+			row := make([]any, len(specs))
+			for i, spec := range specs {
+				row[i] = sortValue(spec, h)
+			}
+			vals[h] = row
+		}
+		slices.SortStableFunc(res.Hits, func(a, b *search.DocumentMatch) int {
+			for i, spec := range specs {
+				if c := compareSortValues(spec.key, vals[a][i], vals[b][i]); c != 0 {
+					return c
+				}
+			}
+			return 0
+		})
+		res.Hits = res.Hits[min(sp.from, len(res.Hits)):min(sp.from+sp.size, len(res.Hits))]
 	}
 	scored := len(sp.sort) == 0 || sp.trackScores || slices.ContainsFunc(sp.sort, func(k sortKey) bool { return k.field == "_score" })
 	hits := make([]searchHit, 0, len(res.Hits))

@@ -1,0 +1,115 @@
+package search
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// sortValues searches and returns each hit's id and its sort values as the
+// JSON numbers the answer holds (no float64 on the way).
+func (h *harness) sortValues(t *testing.T, index, body string) (ids []string, sorts [][]json.Number) {
+	t.Helper()
+	resp, err := http.Post(h.url+"/"+index+"/_search", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("search %s: %d %s", body, resp.StatusCode, raw)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out struct {
+		Hits struct {
+			Hits []struct {
+				ID   string        `json:"_id"`
+				Sort []json.Number `json:"sort"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	if err := dec.Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, hit := range out.Hits.Hits {
+		ids = append(ids, hit.ID)
+		sorts = append(sorts, hit.Sort)
+	}
+	return ids, sorts
+}
+
+// TestLongSortValuesAreExact: a long's sort value is the long, all 64 bits
+// (OpenSearch's sort tests: 9223372036854775807 came back as
+// -9223372036854775808, 922337203685477777 as 922337203685477760).
+func TestLongSortValuesAreExact(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "longs", `{"mappings":{"properties":{"n":{"type":"long"}}}}`)
+	h.bulk(t, "longs", `{"index":{"_id":"max"}}
+{"n":9223372036854775807}
+{"index":{"_id":"big"}}
+{"n":922337203685477777}
+{"index":{"_id":"neg"}}
+{"n":-9223372036854775808}
+`)
+	ids, sorts := h.sortValues(t, "longs", `{"sort":[{"n":"asc"}]}`)
+	want := []string{"neg -9223372036854775808", "big 922337203685477777", "max 9223372036854775807"}
+	var got []string
+	for i, id := range ids {
+		got = append(got, fmt.Sprintf("%s %s", id, sorts[i][0]))
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestSortModes sorts on a multi-valued numeric field by every mode
+// OpenSearch supports for numbers: min, max, sum, avg and median (a long's
+// avg and even median rounded, as OpenSearch's MultiValueMode does).
+func TestSortModes(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "multi", `{"mappings":{"properties":{"n":{"type":"long"},"d":{"type":"double"}}}}`)
+	h.bulk(t, "multi", `{"index":{"_id":"a"}}
+{"n":[1,2,9],"d":[1.5,2.5]}
+{"index":{"_id":"b"}}
+{"n":[4,5],"d":[3.0]}
+{"index":{"_id":"c"}}
+{"n":[0,6,7,10],"d":[0.5,10.5,20.5]}
+`)
+	for _, tc := range []struct {
+		mode, field, order string
+		want               string
+	}{
+		{"min", "n", "asc", "c:0 a:1 b:4"},
+		{"max", "n", "desc", "c:10 a:9 b:5"},
+		{"sum", "n", "asc", "b:9 a:12 c:23"},
+		{"avg", "n", "asc", "a:4 b:5 c:6"},
+		{"median", "n", "asc", "a:2 b:5 c:7"},
+		{"median", "d", "desc", "c:10.5 b:3 a:2"},
+		{"avg", "d", "asc", "a:2 b:3 c:10.5"},
+	} {
+		t.Run(tc.mode+"/"+tc.field, func(t *testing.T) {
+			ids, sorts := h.sortValues(t, "multi", fmt.Sprintf(`{"sort":[{%q:{"order":%q,"mode":%q}}]}`, tc.field, tc.order, tc.mode))
+			var got []string
+			for i, id := range ids {
+				got = append(got, id+":"+sorts[i][0].String())
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("got %v, want %s", got, tc.want)
+			}
+		})
+	}
+	// Paging over a sort of its own.
+	ids, _ := h.sortValues(t, "multi", `{"from":1,"size":1,"sort":[{"n":{"order":"asc","mode":"sum"}}]}`)
+	if fmt.Sprint(ids) != "[a]" {
+		t.Errorf("page 2 of the sum sort: got %v, want [a]", ids)
+	}
+	code, body := h.raw(t, "POST", "/multi/_search", `{"sort":[{"n":{"mode":"mean"}}]}`)
+	if code != 400 || errorType(body) != "illegal_argument_exception" {
+		t.Errorf("mode mean: got %d %v, want 400 illegal_argument_exception", code, body)
+	}
+}
