@@ -14,6 +14,9 @@ import (
 type bulkItem struct {
 	index string
 	op    writeOp
+	// refused is the item's own error: OpenSearch answers it in items[]
+	// and carries out the rest of the bulk.
+	refused *apiError
 }
 
 // itemResponse is one entry of a bulk response, and the body of a
@@ -126,7 +129,7 @@ func parseBulk(body []byte, pathIndex string) ([]bulkItem, *apiError) {
 				return nil, illegalArgument("Malformed action/metadata line [%d]: [_id] must be a string", lineNo)
 			}
 			if id == "" {
-				invalid = append(invalid, "if _id is specified it must not be empty")
+				item.refused = illegalArgument("if _id is specified it must not be empty")
 			}
 			item.op.id = id
 		}
@@ -212,6 +215,10 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 	var order []string
 	groups := map[string][]int{}
 	for i, it := range items {
+		if it.refused != nil {
+			results[i] = newItemResponse(it.index, writeResult{id: it.op.id, status: it.refused.status, err: it.refused})
+			continue
+		}
 		if _, ok := groups[it.index]; !ok {
 			order = append(order, it.index)
 		}

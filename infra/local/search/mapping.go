@@ -209,6 +209,14 @@ type mappingParser struct {
 }
 
 func (p mappingParser) parse(raw json.RawMessage, into *mappingDef) *apiError {
+	// Mapping types are gone: a mapping under "_doc" is refused as
+	// OpenSearch refuses it, not read as a field named "_doc".
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) == nil {
+		if _, typed := top["_doc"]; typed {
+			return illegalArgument("The mapping definition cannot be nested under a type [_doc] unless include_type_name is set to true.")
+		}
+	}
 	var body struct {
 		Properties    map[string]json.RawMessage `json:"properties"`
 		Dynamic       json.RawMessage            `json:"dynamic"`

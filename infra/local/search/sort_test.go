@@ -113,3 +113,55 @@ func TestSortModes(t *testing.T) {
 		t.Errorf("mode mean: got %d %v, want 400 illegal_argument_exception", code, body)
 	}
 }
+
+// TestTypedMappingRefused: a mapping nested under the _doc type is a 400
+// illegal_argument_exception, as OpenSearch answers it (its YAML REST tests
+// of indices.create), and no index is created.
+func TestTypedMappingRefused(t *testing.T) {
+	h := start(t, "", nil)
+	code, body := h.raw(t, "PUT", "/typed", `{"mappings":{"_doc":{"properties":{"x":{"type":"keyword"}}}}}`)
+	if code != 400 || errorType(body) != "illegal_argument_exception" {
+		t.Errorf("typed mapping: got %d %v, want 400 illegal_argument_exception", code, body)
+	}
+	if code, _ := h.raw(t, "HEAD", "/typed", ""); code != 404 {
+		t.Errorf("HEAD /typed: got %d, want 404 (not created)", code)
+	}
+}
+
+// TestBulkItemWithEmptyIDFailsAlone: an action whose _id is empty fails in
+// items[] with 400, and the rest of the bulk is carried out (200), as
+// OpenSearch does.
+func TestBulkItemWithEmptyIDFailsAlone(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "items", "")
+	code, body := h.raw(t, "POST", "/items/_bulk?refresh=true", `{"index":{"_id":"a"}}
+{"n":1}
+{"index":{"_id":""}}
+{"n":2}
+{"index":{"_id":"b"}}
+{"n":3}
+`)
+	if code != 200 || body["errors"] != true {
+		t.Fatalf("bulk: got %d %v, want 200 with errors", code, body)
+	}
+	items := body["items"].([]any)
+	status := func(i int) (float64, string) {
+		it := items[i].(map[string]any)["index"].(map[string]any)
+		e, _ := it["error"].(map[string]any)
+		typ, _ := e["type"].(string)
+		return it["status"].(float64), typ
+	}
+	for i, want := range []struct {
+		status float64
+		typ    string
+	}{{201, ""}, {400, "illegal_argument_exception"}, {201, ""}} {
+		if s, typ := status(i); s != want.status || typ != want.typ {
+			t.Errorf("item %d: got %v %q, want %v %q", i, s, typ, want.status, want.typ)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		if code, _ := h.raw(t, "GET", "/items/_doc/"+id, ""); code != 200 {
+			t.Errorf("document %s: got %d, want 200", id, code)
+		}
+	}
+}
