@@ -17,6 +17,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,6 +168,7 @@ func (o Object) Encode() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode payload: %w", err)
 	}
+	payload = javaEpochs(payload)
 	rc, resp := o.RequestContext, o.ResponseContext
 	b, err := json.Marshal(wire{
 		RequestContext: &rc, ResponseContext: &resp,
@@ -411,4 +415,42 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
+}
+
+// creationTime matches a record's ApproximateCreationDateTime as
+// aws-lambda-go writes it: a plain number.
+var creationTime = regexp.MustCompile(`"ApproximateCreationDateTime":(-?[0-9][0-9.eE+-]*)`)
+
+// javaEpochs writes each record's ApproximateCreationDateTime as Lambda
+// does, a JSON number in Java's double notation (1.795493734E9, recorded
+// against AWS); aws-lambda-go writes 1795493734. Both are the same number.
+func javaEpochs(payload []byte) []byte {
+	return creationTime.ReplaceAllFunc(payload, func(m []byte) []byte {
+		raw := m[len(`"ApproximateCreationDateTime":`):]
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return m
+		}
+		return append([]byte(`"ApproximateCreationDateTime":`), javaDouble(f)...)
+	})
+}
+
+// javaDouble formats f as Java's Double.toString does for magnitudes of
+// 10^7 and over: the shortest digits, one before the point, at least one
+// after it, and an exponent without sign or padding ("1.0E9").
+func javaDouble(f float64) string {
+	if a := math.Abs(f); a < 1e7 && a >= 1e-3 || f == 0 {
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64) // 1.795493734e+09
+	mant, exp, _ := strings.Cut(s, "e")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	return mant + "E" + strconv.Itoa(e)
 }

@@ -273,3 +273,43 @@ func TestFunctionErrorOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestCreationTimeAsLambdaWritesIt: a record's ApproximateCreationDateTime
+// in the payload is a JSON number in Java's double notation, as Lambda
+// writes it (1.795493734E9, recorded against AWS), and parses back to the
+// same second.
+func TestCreationTimeAsLambdaWritesIt(t *testing.T) {
+	for _, tc := range []struct {
+		f    float64
+		want string
+	}{
+		{1795493734, "1.795493734E9"},
+		{1795493734.5, "1.7954937345E9"},
+		{1e9, "1.0E9"},
+		{12.5, "12.5"},
+		{0, "0.0"},
+	} {
+		if got := javaDouble(tc.f); got != tc.want {
+			t.Errorf("javaDouble(%v): got %s, want %s", tc.f, got, tc.want)
+		}
+	}
+	o, err := Parse(sample(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := o.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := creationTime.FindSubmatch(b)
+	if m == nil || !strings.Contains(string(m[1]), "E") {
+		t.Fatalf("payload's creation time: got %q, want Java's double notation", m)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Payload.Records[0].Change.ApproximateCreationDateTime.Unix(), o.Payload.Records[0].Change.ApproximateCreationDateTime.Unix(); got != want {
+		t.Errorf("parsed back: got %d, want %d", got, want)
+	}
+}

@@ -96,8 +96,14 @@ func matchOne(cond, v any, present bool) bool {
 		for name, arg := range op {
 			switch name {
 			case "exists":
+				// Exists tests leaves: an object (a DynamoDB value's type
+				// map, when the pattern leaves out the type level) is no
+				// value, as AWS delivered {"k":[{"exists":false}]} for an
+				// item that has k ("Using the Exists operator", Lambda's
+				// DynamoDB filtering guide, with-ddb-filtering).
 				want, _ := arg.(bool)
-				return present == want
+				_, object := v.(map[string]any)
+				return (present && !object) == want
 			case "prefix", "suffix", "equals-ignore-case":
 				return present && matchString(name, arg, v)
 			case "anything-but":

@@ -57,6 +57,13 @@ func TestFilterPatterns(t *testing.T) {
 		{"anything-but, absent field", `{"userIdentity":{"type":[{"anything-but":["User"]}]}}`, userDelete, false},
 		{"numeric out of range", `{"dynamodb":{"NewImage":{"n":{"N":[{"numeric":[">",5]}]}}}}`, ttl, false},
 		{"value or operator", `{"eventName":["MODIFY",{"prefix":"INS"}]}`, insert, true},
+		// Exists tests leaves ("Using the Exists operator", Lambda's DynamoDB
+		// filtering guide): without the type level, an attribute's value is
+		// its type object, no leaf. AWS delivered the first for an item that
+		// has the attribute (recorded against AWS, 2025).
+		{"not exists on an attribute's type object", `{"dynamodb":{"NewImage":{"status":[{"exists":false}]}}}`, insert, true},
+		{"exists on an attribute's type object", `{"dynamodb":{"NewImage":{"status":[{"exists":true}]}}}`, insert, false},
+		{"exists on an attribute's value", `{"dynamodb":{"NewImage":{"status":{"S":[{"exists":true}]}}}}`, insert, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
