@@ -20,8 +20,11 @@ type Meter struct {
 
 	mu     sync.Mutex
 	counts map[string]int64
-	stop   chan struct{}
-	done   chan struct{}
+	// writing serializes the lines: the periodic one and Note's come from
+	// two goroutines.
+	writing sync.Mutex
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // Start returns a meter that prints "<what>: name n, … (elapsed)" to out every
@@ -60,7 +63,13 @@ func (m *Meter) Note(format string, args ...any) {
 	if m == nil {
 		return
 	}
-	fmt.Fprintf(m.out, "%s: %s (%s)\n", m.what, fmt.Sprintf(format, args...), time.Since(m.start).Round(time.Millisecond))
+	m.line(fmt.Sprintf(format, args...))
+}
+
+func (m *Meter) line(text string) {
+	m.writing.Lock()
+	defer m.writing.Unlock()
+	fmt.Fprintf(m.out, "%s: %s (%s)\n", m.what, text, time.Since(m.start).Round(time.Millisecond))
 }
 
 // Stop prints the final counts and stops the meter.
@@ -85,5 +94,5 @@ func (m *Meter) print() {
 		parts[i] = fmt.Sprintf("%s %d", n, m.counts[n])
 	}
 	m.mu.Unlock()
-	fmt.Fprintf(m.out, "%s: %s (%s)\n", m.what, strings.Join(parts, ", "), time.Since(m.start).Round(time.Millisecond))
+	m.line(strings.Join(parts, ", "))
 }
