@@ -126,8 +126,24 @@ lint-templates: synth
 	cfn-lint -c I -- template.yaml
 
 ## deploy: cdk deploy one stage (STAGE=dev|prod, ALARM_EMAIL=... and RESERVED_CONCURRENCY=none|fn=n,... optional); needs AWS credentials
+# CloudFormation hands each function's alias to CodeDeploy and waits for it:
+# the API's new version takes traffic by the stage's canary or linear steps
+# and rolls back by itself on an alarm (docs/deploy.md, "Rolling back").
 deploy: build
-	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) --require-approval broadening
+	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(FUNCTIONS))"
+	@echo "  watch: aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-api"
+	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) --require-approval broadening --progress events; \
+	  status=$$?; \
+	  for g in $(FUNCTIONS); do \
+	    id=$$(aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-$$g --max-items 1 --query 'deployments[0]' --output text 2>/dev/null); \
+	    [ -n "$$id" ] && [ "$$id" != None ] && echo "release $$g: $$id $$(aws deploy get-deployment --deployment-id $$id --query 'deploymentInfo.[status,deploymentConfigName]' --output text)"; \
+	  done; \
+	  aws cloudwatch describe-alarms --alarm-name-prefix shopstream-$(STAGE)-release- --query 'MetricAlarms[].[AlarmName,StateValue]' --output text 2>/dev/null; \
+	  if [ $$status -eq 0 ] && [ "$(STAGE)" = prod ]; then \
+	    aws cloudformation update-termination-protection --enable-termination-protection --stack-name shopstream-$(STAGE) >/dev/null && echo "termination protection on for shopstream-$(STAGE)"; \
+	  fi; \
+	  exit $$status
+RELEASES = shopstream-$(STAGE)-releases
 
 ## invoke: one function of template.yaml on one event, as `sam local invoke` without Docker (FN=api EVENT=events/x.json [ENV_VARS=file])
 ENV_VARS ?= events/sam-env.json

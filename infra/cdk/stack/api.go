@@ -63,10 +63,6 @@ func (b *builder) httpAPI(routes []Route) error {
 	if len(routes) == 0 {
 		return fmt.Errorf("http api: no routes")
 	}
-	fn, ok := b.s.Functions[wiring.API]
-	if !ok {
-		return fmt.Errorf("http api: function %s not in the stack", wiring.API)
-	}
 	poolProps := &awscognito.UserPoolProps{
 		UserPoolName:      b.name("users"),
 		SelfSignUpEnabled: jsii.Bool(true),
@@ -115,7 +111,11 @@ func (b *builder) httpAPI(routes []Route) error {
 		AuthorizerName:  jsii.String("cognito-jwt"),
 		UserPoolClients: &[]awscognito.IUserPoolClient{client},
 	})
-	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), fn, &awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+	live, ok := b.s.Aliases[wiring.API]
+	if !ok {
+		return fmt.Errorf("http api: no live alias of function %s", wiring.API)
+	}
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), live, &awsapigatewayv2integrations.HttpLambdaIntegrationProps{
 		PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
 	})
 

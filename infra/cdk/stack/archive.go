@@ -22,7 +22,7 @@ func (b *builder) archive() {
 			Expiration:                          awscdk.Duration_Days(jsii.Number(365)),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 		}},
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE,
 	})
 	b.accessLogs = accessLogs
 	// Versioned: the archive is the only copy of an expired order, so an
@@ -51,7 +51,7 @@ func (b *builder) archive() {
 			NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(ArchiveNoncurrentDays)),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 		}},
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE,
 	})
 }
 

@@ -48,7 +48,7 @@ func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 			NoncurrentVersionExpiration:         horizon,
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 		}},
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		RemovalPolicy: awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE,
 	})
 }
 

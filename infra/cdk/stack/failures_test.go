@@ -22,8 +22,8 @@ func TestFailureBucket(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			id := s.logicalID(s.stack.Failures)
 			r := s.resources("AWS::S3::Bucket")[id]
-			if r["DeletionPolicy"] != "Retain" {
-				t.Errorf("DeletionPolicy %v, want Retain", r["DeletionPolicy"])
+			if r["DeletionPolicy"] != "RetainExceptOnCreate" {
+				t.Errorf("DeletionPolicy %v, want RetainExceptOnCreate", r["DeletionPolicy"])
 			}
 			p := props(r)
 			want := map[string]any{
@@ -149,10 +149,19 @@ func TestOperatorOutputs(t *testing.T) {
 	}
 }
 
+// liveTarget is how a mapping names the live alias of function fn: its
+// function name and alias ("shopstream-dev-counters:live"), as CDK renders
+// it from the alias's ARN.
+func (s *synthesized) liveTarget(fn string) string {
+	alias := map[string]any{"Ref": s.logicalID(s.stack.Aliases[fn])}
+	name := map[string]any{"Fn::Select": []any{6, map[string]any{"Fn::Split": []any{":", alias}}}}
+	return fmt.Sprint(map[string]any{"Fn::Join": []any{"", []any{name, ":" + stack.LiveAlias}}})
+}
+
 // mappingID is the logical id of the event-source mapping resource of m.
 func (s *synthesized) mappingID(t *testing.T, m wiring.Mapping) string {
 	t.Helper()
-	fn := fmt.Sprint(map[string]any{"Ref": s.logicalID(s.stack.Functions[m.Function])})
+	fn := s.liveTarget(m.Function)
 	stream := fmt.Sprint(map[string]any{"Fn::GetAtt": []any{s.logicalID(s.stack.Tables[m.Table]), "StreamArn"}})
 	for id, r := range s.resources("AWS::Lambda::EventSourceMapping") {
 		if fmt.Sprint(props(r)["FunctionName"]) == fn && fmt.Sprint(props(r)["EventSourceArn"]) == stream {

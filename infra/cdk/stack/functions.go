@@ -328,8 +328,21 @@ func (b *builder) goFunction(name string, a Access, env map[string]*string) (aws
 		props.ReservedConcurrentExecutions = jsii.Number(float64(n))
 	}
 	fn := awslambda.NewFunction(b.s.Stack, jsii.String(id+"Function"), props)
+	// Every deploy publishes a version; the live alias serves it.
+	aliasProps := &awslambda.AliasProps{
+		AliasName:   jsii.String(LiveAlias),
+		Version:     fn.CurrentVersion(),
+		Description: jsii.String("the version that serves traffic"),
+	}
+	if name == wiring.API && b.cfg.APIProvisionedConcurrency > 0 {
+		aliasProps.ProvisionedConcurrentExecutions = jsii.Number(float64(b.cfg.APIProvisionedConcurrency))
+	}
+	b.s.Aliases[name] = awslambda.NewAlias(b.s.Stack, jsii.String(id+"Live"), aliasProps)
 	return fn, nil
 }
+
+// LiveAlias is the alias that serves every function's traffic.
+const LiveAlias = "live"
 
 // grantTable lets fn call actions on a table's items, and Query on its
 // indexes when it may query. On the counters' marker table the items' keys

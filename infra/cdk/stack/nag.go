@@ -74,6 +74,12 @@ func (b *builder) suppressions() {
 	}
 	suppress(pool, true, poolRules...)
 
+	for _, name := range wiring.Functions() {
+		role := b.s.Stack.Node().FindChild(jsii.String(constructID(name) + "DeploymentRole"))
+		suppress(role, true, rule("AwsSolutions-IAM4", "CodeDeploy's LambdaDeploymentGroup attaches AWSCodeDeployRoleForLambdaLimited; the template drops it (ManagedPolicyArns removed) and the role keeps only its inline statements: this function's alias and its release alarms.",
+			"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited"))
+	}
+
 	suppress(b.cdnDist, true,
 		rule("AwsSolutions-CFR1", "The products and search are sold worldwide: no country is refused."),
 		rule("AwsSolutions-CFR2", "The CDN serves public GET routes only, whose answers it caches; the API behind it has its own throttling (stage rate and burst limits) and API Gateway's access log."),

@@ -46,6 +46,9 @@ type Stack struct {
 	awscdk.Stack
 	Tables    map[string]awsdynamodb.Table
 	Functions map[string]awslambda.Function
+	// Aliases are the functions' "live" aliases, which serve all traffic:
+	// API Gateway and the event-source mappings call them, never $LATEST.
+	Aliases map[string]awslambda.Alias
 	// Mappings are the event-source mappings by shared/wiring name.
 	Mappings map[string]awslambdaeventsources.DynamoEventSource
 	Archive  awss3.Bucket
@@ -74,7 +77,10 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 	if sp.Description == nil {
 		sp.Description = jsii.String(fmt.Sprintf("shopstream %s: commerce API, stream processors, archive and search", p.Config.Stage))
 	}
-	sp.TerminationProtection = jsii.Bool(p.Config.RetainData)
+	// Termination protection would block the cleanup of a first deploy that
+	// rolled back (ROLLBACK_COMPLETE must be deleted before a retry): make
+	// deploy turns it on once a stage that retains data is deployed.
+	sp.TerminationProtection = jsii.Bool(false)
 	st := awscdk.NewStack(scope, jsii.String(id), &sp)
 	// Server access logs are delivered under a bucket policy, not the
 	// LogDeliveryWrite ACL, so every bucket can enforce its owner.
@@ -86,6 +92,7 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 		Stack:     st,
 		Tables:    map[string]awsdynamodb.Table{},
 		Functions: map[string]awslambda.Function{},
+		Aliases:   map[string]awslambda.Alias{},
 		Mappings:  map[string]awslambdaeventsources.DynamoEventSource{},
 	}
 	b := &builder{s: s, cfg: p.Config, dist: p.DistDir}
@@ -106,6 +113,7 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 	}
 	b.cdn()
 	b.monitoring(p.AlarmEmail)
+	b.releases()
 	b.outputs()
 	b.suppressions()
 	return s, nil

@@ -202,7 +202,7 @@ func TestTablesMatchSharedDefinitions(t *testing.T) {
 				}
 				wantPolicy := "Delete"
 				if cfg.RetainData {
-					wantPolicy = "Retain"
+					wantPolicy = "RetainExceptOnCreate"
 				}
 				if got := byNameRes[physical]["DeletionPolicy"]; got != wantPolicy {
 					t.Errorf("%s: got DeletionPolicy %v, want %s", physical, got, wantPolicy)
@@ -306,7 +306,7 @@ func TestMappingsMatchWiring(t *testing.T) {
 				var found map[string]any
 				for _, r := range esms {
 					p := props(r)
-					if fmt.Sprint(p["FunctionName"]) == fmt.Sprint(map[string]any{"Ref": fnID}) &&
+					if fmt.Sprint(p["FunctionName"]) == s.liveTarget(m.Function) &&
 						fmt.Sprint(p["EventSourceArn"]) == fmt.Sprint(map[string]any{"Fn::GetAtt": []any{tableID, "StreamArn"}}) {
 						found = p
 					}
@@ -368,11 +368,10 @@ func TestMappingsMatchWiring(t *testing.T) {
 // TTL service ("Service", capitalised).
 func TestArchiverSeesOnlyTTLRemovals(t *testing.T) {
 	s := stages[stack.Dev]
-	fnID := s.logicalID(s.stack.Functions[wiring.Archiver])
 	n := 0
 	for _, r := range s.resources("AWS::Lambda::EventSourceMapping") {
 		p := props(r)
-		if fmt.Sprint(p["FunctionName"]) != fmt.Sprint(map[string]any{"Ref": fnID}) {
+		if fmt.Sprint(p["FunctionName"]) != s.liveTarget(wiring.Archiver) {
 			continue
 		}
 		n++
@@ -695,8 +694,8 @@ func TestArchiveBucket(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			id := s.logicalID(s.stack.Archive)
 			r := s.resources("AWS::S3::Bucket")[id]
-			if r["DeletionPolicy"] != "Retain" {
-				t.Errorf("DeletionPolicy %v, want Retain in every stage", r["DeletionPolicy"])
+			if r["DeletionPolicy"] != "RetainExceptOnCreate" {
+				t.Errorf("DeletionPolicy %v, want RetainExceptOnCreate in every stage", r["DeletionPolicy"])
 			}
 			want := map[string]any{
 				"PublicAccessBlockConfiguration": map[string]any{
@@ -871,10 +870,14 @@ func TestMonitoring(t *testing.T) {
 		}
 		counts[key]++
 	}
+	// Releases add, per function, an alarm on its live alias's errors, and
+	// on the stream functions' iterator age or the API's p99 duration and
+	// 5xx rate (an expression).
 	want := map[string]int{
-		"Errors":      len(wiring.Functions()),
+		"Errors":      2 * len(wiring.Functions()),
 		"Throttles":   len(wiring.Functions()),
-		"IteratorAge": 3,
+		"IteratorAge": 2 * 3,
+		"Duration":    1,
 		"OnFailureDestinationDeliveredEventCount": len(wiring.Mappings()),
 		"DroppedEventCount":                       len(wiring.Mappings()),
 		"DestinationDeliveryFailures":             3,
@@ -886,7 +889,7 @@ func TestMonitoring(t *testing.T) {
 		"AutomatedSnapshotFailure":                1,
 		"5xx":                                     1,
 		"Latency":                                 1,
-		"expression":                              len(tables.All()),
+		"expression":                              len(tables.All()) + 1,
 	}
 	if d := cmp.Diff(want, counts); d != "" {
 		t.Errorf("alarms by metric (-want +got):\n%s", d)

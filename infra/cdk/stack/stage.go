@@ -36,6 +36,12 @@ type Config struct {
 	// reservation in prod so that an API spike cannot take the account's
 	// concurrency from them and let the streams' iterator age grow.
 	ReservedConcurrency map[string]int
+	// APIProvisionedConcurrency keeps that many API environments initialized
+	// on its live alias (0: none); docs/decisions.md has the cold start.
+	APIProvisionedConcurrency int
+	// APIDeployment is the CodeDeploy configuration that shifts the API's
+	// traffic to a new version (LambdaDeploymentConfig names).
+	APIDeployment string
 	// APIRateLimit and APIBurstLimit throttle the HTTP API's default stage.
 	APIRateLimit, APIBurstLimit int
 	// UserPoolPlus puts the user pool on Cognito's Plus plan with threat
@@ -65,10 +71,15 @@ type SearchCapacity struct {
 	VolumeGiB         int
 }
 
-// RemovalPolicy is the removal policy of stateful resources other than the archive.
+// RemovalPolicy is the removal policy of stateful resources other than the
+// archive. Retained data is retained except on create
+// (RETAIN_ON_UPDATE_OR_DELETE, CloudFormation's RetainExceptOnCreate): a first
+// deploy that fails and rolls back leaves no table, pool, domain or secret
+// behind, whose fixed name would make the next create fail with
+// AlreadyExists.
 func (c Config) RemovalPolicy() awscdk.RemovalPolicy {
 	if c.RetainData {
-		return awscdk.RemovalPolicy_RETAIN
+		return awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE
 	}
 	return awscdk.RemovalPolicy_DESTROY
 }
@@ -103,6 +114,7 @@ var stages = map[string]Config{
 		RetainData:          false,
 		LogRetention:        awslogs.RetentionDays_ONE_WEEK,
 		ReservedConcurrency: map[string]int{},
+		APIDeployment:       "Canary10Percent5Minutes",
 		APIRateLimit:        50,
 		APIBurstLimit:       100,
 		CORSOrigins:         []string{"http://localhost:5173", "http://127.0.0.1:5173"},
@@ -116,17 +128,19 @@ var stages = map[string]Config{
 		ArchiveGlacierAfterDays:    90,
 	},
 	Prod: {
-		Stage:               Prod,
-		Name:                "shopstream-prod",
-		DeletionProtection:  true,
-		RetainData:          true,
-		LogRetention:        awslogs.RetentionDays_THREE_MONTHS,
-		ReservedConcurrency: map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5},
-		UserPoolPlus:        true,
-		CDNAllEdges:         true,
-		APIRateLimit:        1000,
-		APIBurstLimit:       2000,
-		CORSOrigins:         []string{"https://shopstream.example.com"},
+		Stage:                     Prod,
+		Name:                      "shopstream-prod",
+		DeletionProtection:        true,
+		RetainData:                true,
+		LogRetention:              awslogs.RetentionDays_THREE_MONTHS,
+		ReservedConcurrency:       map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5},
+		UserPoolPlus:              true,
+		CDNAllEdges:               true,
+		APIProvisionedConcurrency: 5,
+		APIDeployment:             "Linear10PercentEvery1Minute",
+		APIRateLimit:              1000,
+		APIBurstLimit:             2000,
+		CORSOrigins:               []string{"https://shopstream.example.com"},
 		Search: SearchCapacity{
 			DataNodeType:      "r6g.large.search",
 			DataNodes:         2,

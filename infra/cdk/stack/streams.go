@@ -62,7 +62,11 @@ func (b *builder) streams() error {
 			props.Filters = &filters
 		}
 		src := awslambdaeventsources.NewDynamoEventSource(table, props)
-		fn.AddEventSource(src)
+		live, ok := b.s.Aliases[m.Function]
+		if !ok {
+			return fmt.Errorf("mapping %s: no live alias of %s", m.Name, m.Function)
+		}
+		live.AddEventSource(src)
 		b.s.Mappings[m.Name] = src
 		if !granted[m.Function] {
 			granted[m.Function] = true
