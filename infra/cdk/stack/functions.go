@@ -241,6 +241,7 @@ func (b *builder) functions() error {
 		if err != nil {
 			return err
 		}
+		b.liveAlias(name, fn)
 		for _, tn := range a.Tables {
 			if len(a.TableActions[tn]) == 0 {
 				return fmt.Errorf("function %s: no actions declared on table %s", name, tn)
@@ -328,7 +329,13 @@ func (b *builder) goFunction(name string, a Access, env map[string]*string) (aws
 		props.ReservedConcurrentExecutions = jsii.Number(float64(n))
 	}
 	fn := awslambda.NewFunction(b.s.Stack, jsii.String(id+"Function"), props)
-	// Every deploy publishes a version; the live alias serves it.
+	return fn, nil
+}
+
+// liveAlias gives function name its live alias on the version this deploy
+// publishes.
+func (b *builder) liveAlias(name string, fn awslambda.Function) {
+	id := constructID(name)
 	aliasProps := &awslambda.AliasProps{
 		AliasName:   jsii.String(LiveAlias),
 		Version:     fn.CurrentVersion(),
@@ -338,7 +345,6 @@ func (b *builder) goFunction(name string, a Access, env map[string]*string) (aws
 		aliasProps.ProvisionedConcurrentExecutions = jsii.Number(float64(b.cfg.APIProvisionedConcurrency))
 	}
 	b.s.Aliases[name] = awslambda.NewAlias(b.s.Stack, jsii.String(id+"Live"), aliasProps)
-	return fn, nil
 }
 
 // LiveAlias is the alias that serves every function's traffic.

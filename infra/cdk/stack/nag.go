@@ -74,6 +74,11 @@ func (b *builder) suppressions() {
 	}
 	suppress(pool, true, poolRules...)
 
+	hookRole := b.s.Stack.Node().FindChild(jsii.String(constructID(HookFunction) + "Role"))
+	suppress(hookRole, true, rule("AwsSolutions-IAM5", "Only xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) use *: they have no resource-level permissions. The hook invokes exactly the version under release and reports to the API's deployment group only.", "Resource::*"))
+	apiDeployRole := b.s.Stack.Node().FindChild(jsii.String(constructID(wiring.API) + "DeploymentRole"))
+	suppress(apiDeployRole, true, rule("AwsSolutions-IAM5", "CodeDeploy invokes the pre-traffic hook, one function; the :* covers that function's qualifiers only.",
+		regex(`^Resource::<DeployHookFunction[0-9A-F]{8}\.Arn>:\*$`)))
 	for _, name := range wiring.Functions() {
 		role := b.s.Stack.Node().FindChild(jsii.String(constructID(name) + "DeploymentRole"))
 		suppress(role, true, rule("AwsSolutions-IAM4", "CodeDeploy's LambdaDeploymentGroup attaches AWSCodeDeployRoleForLambdaLimited; the template drops it (ManagedPolicyArns removed) and the role keeps only its inline statements: this function's alias and its release alarms.",

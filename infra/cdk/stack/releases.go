@@ -2,12 +2,14 @@ package stack
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscodedeploy"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
@@ -16,6 +18,15 @@ import (
 
 // DeploymentGroup names the CodeDeploy deployment group of a function.
 func DeploymentGroup(stage, fn string) string { return "shopstream-" + stage + "-" + fn }
+
+// HookFunction is the API's pre-traffic hook (functions/deploy-hook): it is
+// built and deployed with the others, outside shared/wiring, since nothing
+// but CodeDeploy calls it.
+const HookFunction = "deploy-hook"
+
+// BuiltFunctions are the functions make build builds: shared/wiring's and
+// the hook.
+func BuiltFunctions() []string { return append(wiring.Functions(), HookFunction) }
 
 // ReleaseApplication names the CodeDeploy application of a stage's releases.
 func ReleaseApplication(stage string) string { return "shopstream-" + stage + "-releases" }
@@ -27,7 +38,11 @@ func ReleaseApplication(stage string) string { return "shopstream-" + stage + "-
 // API's 5xx; the stream functions shift all at once (docs/decisions.md:
 // weighted traffic would split a shard's batches and their retries between
 // two versions), watching their errors and iterator age.
-func (b *builder) releases() {
+func (b *builder) releases() error {
+	hook, err := b.releaseHook()
+	if err != nil {
+		return err
+	}
 	period := awscdk.Duration_Minutes(jsii.Number(1))
 	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
 	app := awscodedeploy.NewLambdaApplication(b.s.Stack, jsii.String("Releases"), &awscodedeploy.LambdaApplicationProps{
@@ -90,7 +105,12 @@ func (b *builder) releases() {
 			Actions:   jsii.Strings("cloudwatch:DescribeAlarms"),
 			Resources: &alarmARNs,
 		}))
+		var pre awslambda.IFunction
+		if name == wiring.API {
+			pre = hook
+		}
 		group := awscodedeploy.NewLambdaDeploymentGroup(b.s.Stack, jsii.String(id+"Deployment"), &awscodedeploy.LambdaDeploymentGroupProps{
+			PreHook:             pre,
 			Application:         app,
 			Role:                role,
 			Alias:               live,
@@ -108,6 +128,21 @@ func (b *builder) releases() {
 		_ = group
 		role.Node().DefaultChild().(awsiam.CfnRole).AddPropertyDeletionOverride(jsii.String("ManagedPolicyArns"))
 	}
+	return nil
+}
+
+// releaseHook declares the API's pre-traffic hook: it invokes the version
+// this deploy publishes (nothing else) and reports to CodeDeploy (the
+// deployment group grants that).
+func (b *builder) releaseHook() (awslambda.Function, error) {
+	target := b.s.Functions[wiring.API].CurrentVersion()
+	fn, err := b.goFunction(HookFunction, Access{MemoryMiB: 128, Timeout: 60 * time.Second},
+		map[string]*string{"TARGET_VERSION_ARN": target.FunctionArn()})
+	if err != nil {
+		return nil, err
+	}
+	target.GrantInvoke(fn)
+	return fn, nil
 }
 
 // apiDeploymentConfig is the predefined configuration a stage names.

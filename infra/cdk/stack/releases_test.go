@@ -48,6 +48,23 @@ func TestReleases(t *testing.T) {
 				}
 			}
 			apiAlias := s.logicalID(s.stack.Aliases[wiring.API])
+			// The API's release runs the pre-traffic hook first, and the hook
+			// targets the version this deploy publishes.
+			up, _ := aliases[apiAlias]["UpdatePolicy"].(map[string]any)
+			cd, _ := up["CodeDeployLambdaAliasUpdate"].(map[string]any)
+			hookID := ""
+			for id, f := range s.resources("AWS::Lambda::Function") {
+				if props(f)["FunctionName"] == stageName(name)+"-"+stack.HookFunction {
+					hookID = id
+					env := fmt.Sprint(props(f)["Environment"])
+					if !strings.Contains(env, "TARGET_VERSION_ARN") || !strings.Contains(env, "ApiFunctionCurrentVersion") {
+						t.Errorf("hook environment %s: want TARGET_VERSION_ARN on the API's current version", env)
+					}
+				}
+			}
+			if hookID == "" || !strings.Contains(fmt.Sprint(cd["BeforeAllowTrafficHook"]), hookID) {
+				t.Errorf("API alias update policy %v: want the hook %s before traffic", cd, hookID)
+			}
 			for _, in := range s.resources("AWS::ApiGatewayV2::Integration") {
 				if uri := fmt.Sprint(props(in)["IntegrationUri"]); !strings.Contains(uri, apiAlias) {
 					t.Errorf("integration %s: want the API's live alias %s", uri, apiAlias)

@@ -113,7 +113,9 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 	}
 	b.cdn()
 	b.monitoring(p.AlarmEmail)
-	b.releases()
+	if err := b.releases(); err != nil {
+		return nil, err
+	}
 	b.outputs()
 	b.suppressions()
 	return s, nil

@@ -59,7 +59,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dist)
-	for _, fn := range wiring.Functions() {
+	for _, fn := range stack.BuiltFunctions() {
 		if err := os.MkdirAll(filepath.Join(dist, fn), 0o755); err != nil {
 			return 0, err
 		}
@@ -401,7 +401,7 @@ func TestFunctions(t *testing.T) {
 		s := stages[name]
 		cfg, _ := stack.StageConfig(name)
 		fns := s.resources("AWS::Lambda::Function")
-		if got, want := len(fns), len(wiring.Functions()); got != want {
+		if got, want := len(fns), len(stack.BuiltFunctions()); got != want {
 			t.Errorf("%s: got %d functions, want %d (no function CDK adds on its own)", name, got, want)
 		}
 		for fnName, a := range stack.Accesses() {
