@@ -44,6 +44,9 @@ func (h Handlers) Invoke(ctx context.Context, function string, ev events.DynamoD
 	return handler.Handle(ctx, ev)
 }
 
+// LiveAlias is the alias every deployed function serves its traffic by.
+const LiveAlias = "live"
+
 type lambdaInvoker interface {
 	Invoke(context.Context, *lambda.InvokeInput, ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
 }
@@ -68,7 +71,9 @@ func (l *Lambda) Invoke(ctx context.Context, function string, ev events.DynamoDB
 	if err != nil {
 		return resp, fmt.Errorf("encode event for %s: %w", name, err)
 	}
-	out, err := l.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(name), Payload: payload})
+	// The live alias, as the mappings call it: during or after a release
+	// that rolled back, $LATEST holds the code the alias moved away from.
+	out, err := l.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(name), Qualifier: aws.String(LiveAlias), Payload: payload})
 	if err != nil {
 		return resp, fmt.Errorf("invoke %s: %w", name, err)
 	}
