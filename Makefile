@@ -48,9 +48,9 @@ OPS = $(if $(filter command line environment environment override,$(origin STAGE
 replay:
 	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING))
 
-## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it)
+## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
 audit:
-	$(OPS) audit $(if $(REPAIR),-repair)
+	$(OPS) audit $(if $(REPAIR),-repair) $(if $(SETTLE),-settle $(SETTLE)) $(if $(MAX_WAIT),-max-wait $(MAX_WAIT))
 
 ## reindex: rebuild the products search index from the products table, beside the live indexer
 reindex:

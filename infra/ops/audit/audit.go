@@ -259,6 +259,9 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	// the same differences (a record held up longer than Settle on its way
 	// to the counters or the archive shows once, not twice).
 	suspects := map[Item]suspicion{}
+	// late are the items read once more past the deadline to confirm a
+	// drift; unsettled, those that kept moving.
+	late, unsettled := map[Item]bool{}, map[Item]bool{}
 	transit := map[string]order{}
 	for round := 1; ; round++ {
 		rep.Rounds = round
@@ -330,11 +333,26 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 			break
 		}
 		if !time.Now().Before(deadline) {
-			rep.Unsettled = sortedItems(next)
-			break
+			// Past the deadline, an item that kept moving is unsettled; one
+			// that drifted on a settled reading still gets the one reading
+			// that confirms it: a slow round (a big table, a long settle) is
+			// not movement.
+			confirm := map[Item]bool{}
+			for it := range next {
+				if _, suspect := suspects[it]; suspect && !late[it] {
+					confirm[it], late[it] = true, true
+				} else {
+					unsettled[it] = true
+				}
+			}
+			if len(confirm) == 0 {
+				break
+			}
+			next = confirm
 		}
 		pending = next
 	}
+	rep.Unsettled = sortedItems(unsettled)
 	rep.Items = judged + len(rep.Unsettled)
 	return rep, nil
 }

@@ -65,6 +65,7 @@ func TestAudit(t *testing.T) {
 		{"ArchiveDuplicatesCountOnce", archiveDuplicatesCountOnce},
 		{"RecordsInFlightAreNotDrift", recordsInFlightAreNotDrift},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
+		{"SlowFirstRoundStillRepairs", slowFirstRoundStillRepairs},
 		{"RecountRepairsOnlyTheNamedItems", recountRepairsOnlyTheNamedItems},
 		{"UnreadableArchiveObjectFailsTheAudit", unreadableArchiveObjectFailsTheAudit},
 	} {
@@ -163,6 +164,27 @@ func reportsDriftThenRepairsIt(t *testing.T, f *fixture, us, ps []string) {
 	if _, uv2 := f.stored(user(us[0])); uv2 != uv {
 		t.Errorf("a right counter item was written: version %d, then %d", uv, uv2)
 	}
+}
+
+// slowFirstRoundStillRepairs: a first round longer than MaxWait (a stage's
+// size: the whole archive and every item read) still gets the second
+// reading that confirms a drift, and repairs it; before, every drift of such
+// an audit was reported "unsettled" though nothing moved.
+func slowFirstRoundStillRepairs(t *testing.T, f *fixture, us, ps []string) {
+	f.tamper(user(us[3]), "orderCount", 4)
+	want := f.model.get(user(us[3]), "orderCount")
+	rep := run(t, f.auditor(audit.Config{Repair: true, MaxWait: time.Millisecond, BeforeSource: func(round int) {
+		if round == 1 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}}))
+	if rep.ExitCode() != 0 || len(rep.Unsettled) != 0 || len(rep.Drift) != 1 || !rep.Drift[0].Repaired {
+		t.Fatalf("slow first round: exit %d, unsettled %v, drift %+v; want the drift confirmed and repaired", rep.ExitCode(), rep.Unsettled, rep.Drift)
+	}
+	if got, _ := f.stored(user(us[3])); got["orderCount"] != want {
+		t.Errorf("orderCount after the repair: got %d, want %d", got["orderCount"], want)
+	}
+	f.checkExact()
 }
 
 func sortDrift(ds []audit.Drift) {
