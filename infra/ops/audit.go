@@ -56,7 +56,7 @@ func defaultSettle(t *target.Target) time.Duration {
 // progress every 5 s.
 func newAuditor(t *target.Target, e env, cfg audit.Config) (*audit.Auditor, *progress.Meter) {
 	meter := progress.Start(e.stdout, "audit", 5*time.Second)
-	cfg.DB, cfg.S3, cfg.Bucket, cfg.Progress = t.DynamoDB(), t.S3(), t.ArchiveBucket, meter
+	cfg.DB, cfg.S3, cfg.Bucket, cfg.FailureBucket, cfg.Progress = t.DynamoDB(), t.S3(), t.ArchiveBucket, t.FailureBucket, meter
 	cfg.Tables = audit.Tables{Users: t.Tables[tables.Users], Products: t.Tables[tables.Products],
 		Orders: t.Tables[tables.Orders], Reviews: t.Tables[tables.Reviews]}
 	return audit.New(cfg), meter

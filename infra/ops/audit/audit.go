@@ -66,6 +66,9 @@ type Config struct {
 	Tables Tables
 	// Bucket is the archive bucket (ARCHIVE_BUCKET).
 	Bucket string
+	// FailureBucket, when set, is read for the archiver's batches not
+	// replayed yet: their orders count as archived (on their way).
+	FailureBucket string
 	// Settle bounds how long a table write takes to reach its counters and,
 	// for a TTL removal, the archive: the mappings' batching window plus the
 	// counters' iterator age, with a margin. Default 5 s.

@@ -210,6 +210,22 @@ func (a *Auditor) source(ctx context.Context, only map[Item]bool, arch *archiveC
 			delete(transit, l.order.key())
 		}
 	}
+	// The archiver's batches still in the failure bucket: orders on their
+	// way to the archive.
+	pending, problems, err := a.readPendingArchive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.problems = append(s.problems, problems...)
+	for _, l := range pending {
+		if eventIDs[l.eventID] || s.seen[l.order.key()] {
+			continue
+		}
+		eventIDs[l.eventID] = true
+		s.inTransit++
+		s.addOrder(l.order)
+		delete(transit, l.order.key())
+	}
 	for k, o := range transit {
 		if !s.seen[k] {
 			s.inTransit++
