@@ -66,42 +66,69 @@ func (a *Auditor) readItems(ctx context.Context, set map[Item]bool) (map[Item]re
 		}
 		return out, nil
 	}
+	// The named items in chunks of BatchGetItem's 100 keys, read by a few
+	// workers at once: a stage's million users are 10,000 calls.
 	items := sortedItems(set)
+	chunks := make(chan []Item)
+	var wg sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	for range max(2*a.cfg.Segments, 1) {
+		wg.Go(func() {
+			for chunk := range chunks {
+				if err := a.readChunk(ctx, chunk, keep); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
 	for start := 0; start < len(items); start += 100 {
-		chunk := items[start:min(start+100, len(items))]
-		req := map[string]types.KeysAndAttributes{}
-		for _, it := range chunk {
-			t := a.table(it.Kind)
-			ka := req[t]
-			ka.ConsistentRead = aws.Bool(true)
-			ka.Keys = append(ka.Keys, map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}})
-			req[t] = ka
-		}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				if err := sleep(ctx, backoff(attempt)); err != nil {
-					return nil, err
-				}
-			}
-			res, err := a.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("read counter items: %w", err)
-			}
-			for t, got := range res.Responses {
-				k := User
-				if t == a.cfg.Tables.Products {
-					k = Product
-				}
-				for _, item := range got {
-					if err := keep(k, item); err != nil {
-						return nil, err
-					}
-				}
-			}
-			req = res.UnprocessedKeys
-		}
+		chunks <- items[start:min(start+100, len(items))]
+	}
+	close(chunks)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return out, nil
+}
+
+// readChunk reads up to 100 counter items with BatchGetItem, again for the
+// keys DynamoDB leaves unprocessed.
+func (a *Auditor) readChunk(ctx context.Context, chunk []Item, keep func(Kind, map[string]types.AttributeValue) error) error {
+	req := map[string]types.KeysAndAttributes{}
+	for _, it := range chunk {
+		t := a.table(it.Kind)
+		ka := req[t]
+		ka.ConsistentRead = aws.Bool(true)
+		ka.Keys = append(ka.Keys, map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}})
+		req[t] = ka
+	}
+	for attempt := 0; len(req) > 0; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		res, err := a.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return fmt.Errorf("read counter items: %w", err)
+		}
+		for t, got := range res.Responses {
+			k := User
+			if t == a.cfg.Tables.Products {
+				k = Product
+			}
+			for _, item := range got {
+				if err := keep(k, item); err != nil {
+					return err
+				}
+			}
+		}
+		req = res.UnprocessedKeys
+	}
+	return nil
 }
 
 func backoff(attempt int) time.Duration {

@@ -94,7 +94,7 @@ func TestPendingArchiverBatchIsNoDrift(t *testing.T) {
 		UserIdentity:   &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"},
 		Change: events.DynamoDBStreamRecord{
 			ApproximateCreationDateTime: events.SecondsEpochTime{Time: now}, SequenceNumber: "000000000000000000900",
-			Keys: map[string]events.DynamoDBAttributeValue{"userId": image["userId"], "orderId": image["orderId"]},
+			Keys:     map[string]events.DynamoDBAttributeValue{"userId": image["userId"], "orderId": image["orderId"]},
 			OldImage: image, StreamViewType: "NEW_AND_OLD_IMAGES", SizeBytes: 100,
 		},
 	}
