@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,9 +24,19 @@ import (
 // BenchmarkAudit audits 10,000 orders (a tenth of them in the archive, a
 // tenth cancelled) and 10,000 reviews of 1,000 users and 500 products, with
 // nothing in flight: the time is the scans, the archive and the comparison
-// (the settle wait, a fixed cost, is 1 ms here).
+// (the settle wait, a fixed cost, is 1 ms here). AUDIT_BENCH_SCALE=10
+// multiplies every size (100,000 orders and 100,000 reviews of 10,000 users
+// and 5,000 products).
 func BenchmarkAudit(b *testing.B) {
-	const nUsers, nProducts, nOrders, nReviews, archived = 1000, 500, 10000, 10000, 1000
+	scale := 1
+	if v := os.Getenv("AUDIT_BENCH_SCALE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("AUDIT_BENCH_SCALE=%q: want a positive integer", v)
+		}
+		scale = n
+	}
+	nUsers, nProducts, nOrders, nReviews, archived := 1000*scale, 500*scale, 10000*scale, 10000*scale, 1000*scale
 	st := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1, Buckets: []string{"bench-archive"}})
 	ctx := context.Background()
 	db := st.DynamoDB()
