@@ -56,8 +56,11 @@ func TestTokenCommand(t *testing.T) {
 		args []string
 		want map[string]any
 	}{
-		{[]string{"-sub", "u1"}, map[string]any{"sub": "u1", "email": "u1@example.com"}},
-		{[]string{"-sub", "u2", "-admin", "-email", "grace@example.com"}, map[string]any{"sub": "u2", "email": "grace@example.com", "cognito:groups": []any{"admin"}}},
+		{[]string{"-sub", "u1"}, map[string]any{"sub": "u1", "email": "u1@example.com", "email_verified": true}},
+		{[]string{"-sub", "u2", "-admin", "-email", "grace@example.com"}, map[string]any{"sub": "u2", "email": "grace@example.com", "email_verified": true, "cognito:groups": []any{"admin"}}},
+		// make token UNVERIFIED=1: Cognito's ID token after an address change
+		// not yet confirmed, a JSON boolean as Cognito signs it.
+		{[]string{"-sub", "u3", "-email", "victim@example.com", "-unverified"}, map[string]any{"sub": "u3", "email": "victim@example.com", "email_verified": false}},
 	} {
 		var out bytes.Buffer
 		if err := token(tc.args, func(string) string { return "" }, &out); err != nil {
