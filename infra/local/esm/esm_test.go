@@ -339,6 +339,24 @@ func TestStartsOnAnEmptyStream(t *testing.T) {
 	}
 }
 
+// TestIdleCoversAShardsFirstRecord: DynamoDB Local refuses, as trimmed,
+// the iterator it gave for a shard while the shard was empty once a record
+// is there. That refusal is not a poll that found nothing: Idle returned
+// with the first record of a fresh table unread.
+func TestIdleCoversAShardsFirstRecord(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	f := &fn{}
+	p := start(t, prefix, mapping("first-record"), f, "")
+	defer p.Close()
+	idle(t, p)
+	time.Sleep(150 * time.Millisecond) // polls hold the empty shard's iterator
+	putReviews(t, prefix, "first")
+	idle(t, p)
+	if got := f.delivered(); got["first"] != 1 {
+		t.Errorf("deliveries once idle: got %v, want the first record once", got)
+	}
+}
+
 // capture keeps every record delivered and the request id each batch saw.
 type capture struct {
 	mu         sync.Mutex

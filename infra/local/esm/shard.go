@@ -281,6 +281,8 @@ func (r *runner) runShard(ctx context.Context, s *shard) {
 			read, err := r.read(ctx, s, log)
 			switch {
 			case err != nil && ctx.Err() != nil:
+			case errors.Is(err, errIteratorRefused):
+				// Not quiet: the next poll reads again with a new iterator.
 			case err != nil:
 				s.errors++
 				s.nextRead = time.Now().Add(min(r.p.cfg.PollInterval<<min(s.errors, 5), 5*time.Second))
@@ -452,6 +454,9 @@ func (r *runner) iterator(ctx context.Context, s *shard, log *slog.Logger) error
 	return nil
 }
 
+// errIteratorRefused is a read whose fresh iterator was refused too.
+var errIteratorRefused = errors.New("shard iterator refused twice")
+
 // read fetches new records of one shard into its lanes, filtered; it returns
 // how many records the stream gave.
 func (r *runner) read(ctx context.Context, s *shard, log *slog.Logger) (int, error) {
@@ -460,17 +465,25 @@ func (r *runner) read(ctx context.Context, s *shard, log *slog.Logger) (int, err
 			return 0, err
 		}
 	}
-	total := 0
+	total, refused := 0, 0
 	for s.buffered() < r.m.BatchSize*len(s.lanes) {
 		out, err := r.p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: s.iterator, Limit: aws.Int32(1000)})
 		var expired *streamtypes.ExpiredIteratorException
 		var trimmed *streamtypes.TrimmedDataAccessException
 		if errors.As(err, &expired) || errors.As(err, &trimmed) {
-			// A new iterator, after the last record read, on the next poll.
-			// DynamoDB Local also answers a TRIM_HORIZON iterator of a
-			// shard that has no record yet this way.
+			// A new iterator, after the last record read, and the read
+			// again: a refusal is not an answer that there is nothing to
+			// read. DynamoDB Local refuses this way, as trimmed, the
+			// iterator it gave while the shard was empty once the shard's
+			// first record is there.
 			s.iterator = nil
-			return total, nil
+			if refused++; refused > 1 {
+				return total, errIteratorRefused
+			}
+			if err := r.iterator(ctx, s, log); err != nil {
+				return total, err
+			}
+			continue
 		}
 		if err != nil {
 			return total, fmt.Errorf("get records: %w", err)
