@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/shopstream/shopstream/infra/local/system"
-	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/infra/ops/replay"
 	"github.com/shopstream/shopstream/infra/ops/target"
 )
@@ -29,28 +28,8 @@ func replayCommand(ctx context.Context, t *target.Target, args []string, e env) 
 		return err
 	}
 	_, err = replay.Run(ctx, replay.Config{Store: t.S3(), Bucket: t.FailureBucket, Invoker: inv, Target: t,
-		Mapping: *mapping, Concurrency: *concurrency, Out: e.stdout, Logger: e.logger, Recount: recounter(t, e)})
+		Mapping: *mapping, Concurrency: *concurrency, Out: e.stdout, Logger: e.logger})
 	return err
-}
-
-// recounter settles counters batches too old to replay with make audit's
-// targeted recount: the items they touch recomputed and repaired.
-func recounter(t *target.Target, e env) func(context.Context, []audit.Item) error {
-	return func(ctx context.Context, items []audit.Item) error {
-		a, meter := newAuditor(t, e, audit.Config{Repair: true, Settle: defaultSettle(t)})
-		rep, err := a.Recount(ctx, items)
-		meter.Stop()
-		if err != nil {
-			return err
-		}
-		if err := rep.Write(e.stdout); err != nil {
-			return err
-		}
-		if rep.ExitCode() != 0 {
-			return fmt.Errorf("%d counters still differ, %d items unsettled, %d input problems", len(rep.Remaining()), len(rep.Unsettled), len(rep.Problems))
-		}
-		return nil
-	}
 }
 
 // invoker is how the target's functions are run.

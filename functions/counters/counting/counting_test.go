@@ -21,8 +21,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
-	"github.com/shopstream/shopstream/shared/ddbstream"
-	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -199,9 +198,21 @@ func orderImage(user, order, status string, total int64, lines ...line) map[stri
 	}
 }
 
+// reviewImage is a review's first version.
 func reviewImage(product, user string, rating int) map[string]events.DynamoDBAttributeValue {
+	return reviewVersion(product, user, rating, 1, "2026-11-22T00:00:00.000Z")
+}
+
+// reviewVersion is one version of the review instance product, user, createdAt.
+func reviewVersion(product, user string, rating, version int, createdAt string) map[string]events.DynamoDBAttributeValue {
 	return map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute(product), "userId": events.NewStringAttribute(user),
-		"rating": events.NewNumberAttribute(strconv.Itoa(rating)), "title": events.NewStringAttribute("t")}
+		"rating": events.NewNumberAttribute(strconv.Itoa(rating)), "title": events.NewStringAttribute("t"),
+		"createdAt": events.NewStringAttribute(createdAt), "version": events.NewNumberAttribute(strconv.Itoa(version))}
+}
+
+// replaced is the next version of a first version, with another rating.
+func replaced(product, user string, rating int) map[string]events.DynamoDBAttributeValue {
+	return reviewVersion(product, user, rating, 2, "2026-11-22T00:00:00.000Z")
 }
 
 func (f *fixture) handle(recs ...events.DynamoDBEventRecord) []string {
@@ -258,7 +269,7 @@ func workload(f *fixture) ([]events.DynamoDBEventRecord, snapshot) {
 		f.record(f.tables.Orders, "MODIFY", o1, orderImage("u1", "o1", "CANCELLED", 1500, line{"p1", 2}, line{"p2", 1})),
 		f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u2", 5)),
 		f.record(f.tables.Orders, "INSERT", nil, o3),
-		f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 2)),
+		f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), replaced("p1", "u1", 2)),
 		ttlRemoval(f.record(f.tables.Orders, "REMOVE", orderImage("u1", "o1", "CANCELLED", 1500, line{"p1", 2}, line{"p2", 1}), nil)),
 		f.record(f.tables.Reviews, "REMOVE", reviewImage("p1", "u2", 5), nil),
 		f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u2", 3)),
@@ -376,6 +387,20 @@ func markersOf(in *dynamodb.TransactWriteItemsInput) []string {
 	return out
 }
 
+// factKeys returns the keys of the facts a record carries.
+func factKeys(t *testing.T, f *fixture, r events.DynamoDBEventRecord) []string {
+	t.Helper()
+	fs, err := counting.RecordFacts(r, f.tables.Orders, f.tables.Reviews)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, x := range fs {
+		out = append(out, x.Key)
+	}
+	return out
+}
+
 // TestFailuresThenRedelivery fails one transaction of a batch that needs
 // several, before or after it commits, and then redelivers as Lambda does:
 // from the lowest failed sequence number on. The failed records are exactly
@@ -400,7 +425,7 @@ func TestFailuresThenRedelivery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, db, prefixes[i])
 			recs, want := workload(f)
-			target := ddbstream.TableName(recs[tt.record]) + "#" + recs[tt.record].EventID
+			target := factKeys(t, f, recs[tt.record])[0]
 			// 150 one-line orders more, so that the batch takes several
 			// transactions (100 actions each).
 			for j := range 150 {
@@ -428,7 +453,7 @@ func TestFailuresThenRedelivery(t *testing.T) {
 				if attempt == 0 {
 					var wantFailed []events.DynamoDBEventRecord
 					for _, r := range recs {
-						if slices.Contains(failedMarkers, ddbstream.TableName(r)+"#"+r.EventID) {
+						if slices.ContainsFunc(factKeys(t, f, r), func(k string) bool { return slices.Contains(failedMarkers, k) }) {
 							wantFailed = append(wantFailed, r)
 						}
 					}
@@ -498,13 +523,13 @@ func TestReviews(t *testing.T) {
 		{"replaced with another rating", func(f *fixture) []events.DynamoDBEventRecord {
 			return []events.DynamoDBEventRecord{
 				f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
-				f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 1)),
+				f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), replaced("p1", "u1", 1)),
 			}
 		}, snapshot{"user u1": {"reviewCount": 1}, "user u2": {}, "product p1": {"reviewCount": 1, "ratingTotal": 1}, "product p2": {}}},
 		{"replaced with the same rating", func(f *fixture) []events.DynamoDBEventRecord {
 			return []events.DynamoDBEventRecord{
 				f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
-				f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), reviewImage("p1", "u1", 4)),
+				f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), replaced("p1", "u1", 4)),
 			}
 		}, snapshot{"user u1": {"reviewCount": 1}, "user u2": {}, "product p1": {"reviewCount": 1, "ratingTotal": 4}, "product p2": {}}},
 		{"deleted", func(f *fixture) []events.DynamoDBEventRecord {
@@ -537,8 +562,8 @@ func TestReviews(t *testing.T) {
 func TestEachCounterWriteBumpsVersionOncePerBatch(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
 	var recs []events.DynamoDBEventRecord
-	for i := 0; i < 5; i++ {
-		recs = append(recs, f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u1", 3)))
+	for i := 0; i < 5; i++ { // five instances: written, deleted (not in the batch), written again
+		recs = append(recs, f.record(f.tables.Reviews, "INSERT", nil, reviewVersion("p2", "u1", 3, 1, fmt.Sprintf("2026-11-22T00:00:0%d.000Z", i))))
 	}
 	f.deliver(recs...)
 	got := f.product("p2")
@@ -563,9 +588,11 @@ func TestMalformedRecordsFailAlone(t *testing.T) {
 	noID := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 3))
 	noID.EventID = ""
 	malformed["no eventID"] = noID
+	i := 0
 	for name, bad := range malformed {
+		i++
 		t.Run(name, func(t *testing.T) {
-			good := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u2", 3))
+			good := f.record(f.tables.Reviews, "INSERT", nil, reviewVersion("p2", "u2", 3, 1, fmt.Sprintf("2026-11-22T00:00:%02d.000Z", i)))
 			before := f.product("p2")["reviewCount"]
 			if d := cmp.Diff(seqs(bad), f.handle(good, bad)); d != "" {
 				t.Errorf("failed records (-want +got):\n%s", d)
@@ -621,7 +648,7 @@ func TestMissingCounterItem(t *testing.T) {
 // nothing, not even its marker, and fails nothing.
 func TestRecordWithNoItemLeft(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	f.deliver(f.record(f.tables.Reviews, "MODIFY", reviewImage("gone", "u1", 2), reviewImage("gone", "u1", 5)))
+	f.deliver(f.record(f.tables.Reviews, "MODIFY", reviewImage("gone", "u1", 2), replaced("gone", "u1", 5)))
 	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents)})
 	if err != nil {
 		t.Fatal(err)
@@ -691,64 +718,60 @@ func TestSameSequenceNumberOnTwoShards(t *testing.T) {
 	}
 }
 
-// TestMarkersOutliveReplays: one marker per record, whatever the number of
-// counter items it changes, and it expires only after the record can last
-// come again: 24 h in the stream, then the failure bucket's replay horizon.
-func TestMarkersOutliveReplays(t *testing.T) {
+// TestMarkersAreKeyedByFact: one marker per fact, whatever the number of
+// counter items it changes or the records that carry it, holding the fact's
+// effects, and kept (no expiry): a record or a fold of the fact a year later
+// still finds it.
+func TestMarkersAreKeyedByFact(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	start := time.Now()
 	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)),
+		f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), replaced("p1", "u1", 2)),
 		f.record(f.tables.Orders, "INSERT", nil, orderImage("u2", "o1", "PLACED", 300, line{"p1", 1}, line{"p2", 2})))
-	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents)})
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(out.Items), 2; got != want {
-		t.Fatalf("markers: got %d, want %d (one per record)", got, want)
-	}
+	got := map[string]facts.Effects{}
 	for _, m := range out.Items {
-		exp, ok := m["expiresAt"].(*types.AttributeValueMemberN)
-		if !ok {
-			t.Fatalf("marker %v: no expiresAt number", m)
+		if _, ok := m["expiresAt"]; ok {
+			t.Errorf("marker %v expires", m)
 		}
-		at, _ := strconv.ParseInt(exp.Value, 10, 64)
-		if min := start.Add(24*time.Hour + failures.ReplayHorizon).Unix(); at <= min {
-			t.Errorf("marker expiresAt: got %d, want after %d", at, min)
-		}
-	}
-}
-
-// TestExpiredMarkersAreSweptAndChangeNothing: markers are bounded state; once
-// expired, TTL removes them (the counter-events table has no stream, so
-// nothing follows) and no counter moves.
-func TestExpiredMarkersAreSweptAndChangeNothing(t *testing.T) {
-	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	past := time.Now().Add(-counting.DefaultMarkerTTL - time.Minute)
-	h := counting.New(counting.Deps{DB: f.db, Tables: f.tables, Now: func() time.Time { return past }})
-	if resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
-		f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 300, line{"p1", 1}, line{"p2", 2})),
-	}}); err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("handle: %v, %v", resp.BatchItemFailures, err)
-	}
-	before := f.snapshot(true)
-	if got := before["user u1"]["orderCount"]; got != 1 {
-		t.Fatalf("u1 orderCount: got %d, want 1 (the order applied with its marker)", got)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents), ConsistentRead: aws.Bool(true)})
+		fact, err := facts.DecodeMarker(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Items) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("expired markers still there after 30 s: %v", out.Items)
-		}
-		time.Sleep(200 * time.Millisecond)
+		got[fact.Key] = fact.Effects
 	}
-	if d := cmp.Diff(before, f.snapshot(true)); d != "" {
-		t.Errorf("counters after the markers expired (-before +after):\n%s", d)
+	in := "review#p1#u1#2026-11-22T00:00:00.000Z"
+	want := map[string]facts.Effects{
+		in + "#v1#in":  {{Kind: facts.User, ID: "u1"}: {"reviewCount": 1}, {Kind: facts.Product, ID: "p1"}: {"reviewCount": 1, "ratingTotal": 4}},
+		in + "#v1#out": {{Kind: facts.User, ID: "u1"}: {"reviewCount": -1}, {Kind: facts.Product, ID: "p1"}: {"reviewCount": -1, "ratingTotal": -4}},
+		in + "#v2#in":  {{Kind: facts.User, ID: "u1"}: {"reviewCount": 1}, {Kind: facts.Product, ID: "p1"}: {"reviewCount": 1, "ratingTotal": 2}},
+		"order#o1#placed": {{Kind: facts.User, ID: "u2"}: {"orderCount": 1, "lifetimeSpendCents": 300},
+			{Kind: facts.Product, ID: "p1"}: {"unitsSold": 1}, {Kind: facts.Product, ID: "p2"}: {"unitsSold": 2}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("markers (-want +got):\n%s", d)
+	}
+}
+
+// TestFoldAndRecordApplyAFactOnce: a fact folded in (the audit's repair) and
+// the record that carries it, in either order, count once.
+func TestFoldAndRecordApplyAFactOnce(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	o := facts.Order{UserID: "u1", OrderID: "o1", Status: "PLACED", TotalCents: 300, Lines: []facts.Line{{ProductID: "p1", Quantity: 1}, {ProductID: "p2", Quantity: 2}}}
+	if res := f.h.Fold(context.Background(), []facts.Fact{facts.Placed(o)}); len(res.Applied) != 1 || len(res.Failed) != 0 {
+		t.Fatalf("fold: %+v", res)
+	}
+	f.deliver(f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 300, line{"p1", 1}, line{"p2", 2})))
+	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u2", 5)))
+	r := facts.Review{ProductID: "p1", UserID: "u2", CreatedAt: "2026-11-22T00:00:00.000Z", Version: 1, Rating: 5}
+	if res := f.h.Fold(context.Background(), []facts.Fact{facts.In(r), facts.Placed(o)}); len(res.Applied) != 0 || len(res.Failed) != 0 {
+		t.Fatalf("fold of applied facts: %+v, want none applied", res)
+	}
+	want := snapshot{"user u1": {"orderCount": 1, "lifetimeSpendCents": 300}, "user u2": {"reviewCount": 1},
+		"product p1": {"unitsSold": 1, "reviewCount": 1, "ratingTotal": 5}, "product p2": {"unitsSold": 2}}
+	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
 	}
 }

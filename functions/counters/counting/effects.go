@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/facts"
 )
 
 type delta struct {
@@ -13,134 +14,114 @@ type delta struct {
 	delta map[string]int64
 }
 
-type orderImage struct {
-	UserID     string `dynamodbav:"userId"`
-	Status     string `dynamodbav:"status"`
-	TotalCents int64  `dynamodbav:"totalCents"`
-	Lines      []struct {
-		ProductID string `dynamodbav:"productId"`
-		Quantity  int64  `dynamodbav:"quantity"`
-	} `dynamodbav:"lines"`
+// factsOf says which facts one record carries (docs/counters.md, "Facts"):
+// an order INSERT its placement, a MODIFY into CANCELLED its cancellation, a
+// review INSERT its first version counted in, a MODIFY the old version taken
+// out and the new one counted in, a REMOVE the old version taken out. TTL
+// removals (archiving) carry none.
+func (h *Handler) factsOf(rec events.DynamoDBEventRecord) ([]facts.Fact, error) {
+	return RecordFacts(rec, h.deps.Tables.Orders, h.deps.Tables.Reviews)
 }
 
-type reviewImage struct {
-	ProductID string `dynamodbav:"productId"`
-	UserID    string `dynamodbav:"userId"`
-	Rating    int64  `dynamodbav:"rating"`
-}
-
-// effects says what one record does to which counter items. TTL removals
-// (archiving) do nothing.
-func (h *Handler) effects(rec events.DynamoDBEventRecord) ([]delta, error) {
+// RecordFacts returns the facts a record of the orders or reviews table
+// (physical names given) carries, as the processor derives them.
+func RecordFacts(rec events.DynamoDBEventRecord, orders, reviews string) ([]facts.Fact, error) {
 	if ddbstream.IsTTLRemoval(rec) {
 		return nil, nil
 	}
 	switch table := ddbstream.TableName(rec); table {
-	case h.deps.Tables.Orders:
-		return h.orderEffects(rec)
-	case h.deps.Tables.Reviews:
-		return h.reviewEffects(rec)
+	case orders:
+		return orderFacts(rec)
+	case reviews:
+		return reviewFacts(rec)
 	default:
 		return nil, fmt.Errorf("record from table %q, which the counters do not follow", table)
 	}
 }
 
-func (h *Handler) orderEffects(rec events.DynamoDBEventRecord) ([]delta, error) {
-	var sign int64
-	var img map[string]events.DynamoDBAttributeValue
+func orderFacts(rec events.DynamoDBEventRecord) ([]facts.Fact, error) {
+	decode := func(img map[string]events.DynamoDBAttributeValue, what string) (facts.Order, error) {
+		var o facts.Order
+		if err := ddbstream.Decode(img, &o); err != nil {
+			return o, fmt.Errorf("order %s image: %w", what, err)
+		}
+		return o, o.Check()
+	}
 	switch rec.EventName {
 	case "INSERT":
-		sign, img = 1, rec.Change.NewImage
+		o, err := decode(rec.Change.NewImage, "new")
+		if err != nil {
+			return nil, err
+		}
+		return []facts.Fact{facts.Placed(o)}, nil
 	case "MODIFY":
-		var before, after orderImage
+		var before struct {
+			Status string `dynamodbav:"status"`
+		}
 		if err := ddbstream.Decode(rec.Change.OldImage, &before); err != nil {
 			return nil, fmt.Errorf("order old image: %w", err)
 		}
-		if err := ddbstream.Decode(rec.Change.NewImage, &after); err != nil {
-			return nil, fmt.Errorf("order new image: %w", err)
+		after, err := decode(rec.Change.NewImage, "new")
+		if err != nil {
+			return nil, err
 		}
-		if before.Status == "CANCELLED" || after.Status != "CANCELLED" {
+		if before.Status == facts.Cancelled || after.Status != facts.Cancelled {
 			return nil, nil
 		}
-		sign, img = -1, rec.Change.NewImage
+		return []facts.Fact{facts.CancelledFact(after)}, nil
 	default:
 		return nil, nil // orders are never deleted by users; REMOVE is archiving
 	}
-	var o orderImage
-	if err := ddbstream.Decode(img, &o); err != nil {
-		return nil, fmt.Errorf("order image: %w", err)
-	}
-	if o.UserID == "" || len(o.Lines) == 0 {
-		return nil, fmt.Errorf("order image without user or lines")
-	}
-	user := map[string]int64{"lifetimeSpendCents": sign * o.TotalCents}
-	if sign > 0 {
-		user["orderCount"] = 1
-	}
-	out := []delta{{counterKey{h.deps.Tables.Users, o.UserID}, user}}
-	units := map[string]int64{}
-	var order []string
-	for _, l := range o.Lines {
-		if l.ProductID == "" || l.Quantity <= 0 {
-			return nil, fmt.Errorf("order line without product or quantity")
-		}
-		if _, seen := units[l.ProductID]; !seen {
-			order = append(order, l.ProductID)
-		}
-		units[l.ProductID] += l.Quantity
-	}
-	for _, p := range order {
-		out = append(out, delta{counterKey{h.deps.Tables.Products, p}, map[string]int64{"unitsSold": sign * units[p]}})
-	}
-	return out, nil
 }
 
-func (h *Handler) reviewEffects(rec events.DynamoDBEventRecord) ([]delta, error) {
-	var before, after reviewImage
-	if rec.Change.OldImage != nil {
-		if err := ddbstream.Decode(rec.Change.OldImage, &before); err != nil {
-			return nil, fmt.Errorf("review old image: %w", err)
+func reviewFacts(rec events.DynamoDBEventRecord) ([]facts.Fact, error) {
+	decode := func(img map[string]events.DynamoDBAttributeValue, what string) (facts.Review, error) {
+		var r facts.Review
+		if err := ddbstream.Decode(img, &r); err != nil {
+			return r, fmt.Errorf("review %s image: %w", what, err)
 		}
-	}
-	if rec.Change.NewImage != nil {
-		if err := ddbstream.Decode(rec.Change.NewImage, &after); err != nil {
-			return nil, fmt.Errorf("review new image: %w", err)
-		}
-	}
-	valid := func(r reviewImage) error {
-		if r.ProductID == "" || r.UserID == "" || r.Rating < 1 || r.Rating > 5 {
-			return fmt.Errorf("review image without product, user or a rating in 1..5")
-		}
-		return nil
+		return r, r.Check()
 	}
 	switch rec.EventName {
 	case "INSERT":
-		if err := valid(after); err != nil {
+		after, err := decode(rec.Change.NewImage, "new")
+		if err != nil {
 			return nil, err
 		}
-		return []delta{
-			{counterKey{h.deps.Tables.Users, after.UserID}, map[string]int64{"reviewCount": 1}},
-			{counterKey{h.deps.Tables.Products, after.ProductID}, map[string]int64{"reviewCount": 1, "ratingTotal": after.Rating}},
-		}, nil
+		return []facts.Fact{facts.In(after)}, nil
 	case "MODIFY":
-		if err := valid(before); err != nil {
+		before, err := decode(rec.Change.OldImage, "old")
+		if err != nil {
 			return nil, err
 		}
-		if err := valid(after); err != nil {
+		after, err := decode(rec.Change.NewImage, "new")
+		if err != nil {
 			return nil, err
 		}
-		if after.Rating == before.Rating {
-			return nil, nil
+		if before.Instance() != after.Instance() || after.Version <= before.Version {
+			return nil, fmt.Errorf("review replaced from %s v%d to %s v%d: not a new version of one instance",
+				before.Instance(), before.Version, after.Instance(), after.Version)
 		}
-		return []delta{{counterKey{h.deps.Tables.Products, after.ProductID}, map[string]int64{"ratingTotal": after.Rating - before.Rating}}}, nil
+		return []facts.Fact{facts.Out(before), facts.In(after)}, nil
 	case "REMOVE":
-		if err := valid(before); err != nil {
+		before, err := decode(rec.Change.OldImage, "old")
+		if err != nil {
 			return nil, err
 		}
-		return []delta{
-			{counterKey{h.deps.Tables.Users, before.UserID}, map[string]int64{"reviewCount": -1}},
-			{counterKey{h.deps.Tables.Products, before.ProductID}, map[string]int64{"reviewCount": -1, "ratingTotal": -before.Rating}},
-		}, nil
+		return []facts.Fact{facts.Out(before)}, nil
 	}
 	return nil, fmt.Errorf("unknown event name %q", rec.EventName)
+}
+
+// deltas turns a fact's effects into deltas on physical counter items.
+func (h *Handler) deltas(f facts.Fact) []delta {
+	out := make([]delta, 0, len(f.Effects))
+	for _, it := range f.Effects.Items() {
+		table := h.deps.Tables.Users
+		if it.Kind == facts.Product {
+			table = h.deps.Tables.Products
+		}
+		out = append(out, delta{counterKey{table, it.ID}, f.Effects[it]})
+	}
+	return out
 }

@@ -63,7 +63,8 @@ func TestRandomDeliveriesMatchModel(t *testing.T) {
 		shard            int
 	}
 	var open []*order
-	reviews := map[[2]string]int{} // product, user → rating
+	reviews := map[[2]string]modelReview{} // product, user → the live instance
+	created := 0
 	reviewShard := map[[2]string]int{}
 	stream := make([][]events.DynamoDBEventRecord, shards)
 	for i := range history {
@@ -115,19 +116,23 @@ func TestRandomDeliveriesMatchModel(t *testing.T) {
 				reviewShard[key] = sh
 			}
 			if old, ok := reviews[key]; ok {
-				stream[sh] = append(stream[sh], f.record(f.tables.Reviews, "MODIFY", reviewImage(key[0], key[1], old), reviewImage(key[0], key[1], rating)))
-				add("product "+key[0], "ratingTotal", int64(rating-old))
+				next := modelReview{rating: rating, version: old.version + 1, created: old.created}
+				stream[sh] = append(stream[sh], f.record(f.tables.Reviews, "MODIFY", old.image(key), next.image(key)))
+				add("product "+key[0], "ratingTotal", int64(rating-old.rating))
+				reviews[key] = next
 			} else {
-				stream[sh] = append(stream[sh], f.record(f.tables.Reviews, "INSERT", nil, reviewImage(key[0], key[1], rating)))
+				created++
+				r := modelReview{rating: rating, version: 1, created: fmt.Sprintf("2026-11-22T00:00:%06d", created)}
+				stream[sh] = append(stream[sh], f.record(f.tables.Reviews, "INSERT", nil, r.image(key)))
 				add("product "+key[0], "ratingTotal", int64(rating))
 				add("product "+key[0], "reviewCount", 1)
 				add("user "+key[1], "reviewCount", 1)
+				reviews[key] = r
 			}
-			reviews[key] = rating
 		default: // delete a review
 			for key, old := range reviews {
-				stream[reviewShard[key]] = append(stream[reviewShard[key]], f.record(f.tables.Reviews, "REMOVE", reviewImage(key[0], key[1], old), nil))
-				add("product "+key[0], "ratingTotal", -int64(old))
+				stream[reviewShard[key]] = append(stream[reviewShard[key]], f.record(f.tables.Reviews, "REMOVE", old.image(key), nil))
+				add("product "+key[0], "ratingTotal", -int64(old.rating))
 				add("product "+key[0], "reviewCount", -1)
 				add("user "+key[1], "reviewCount", -1)
 				delete(reviews, key)
@@ -206,4 +211,14 @@ func TestRandomDeliveriesMatchModel(t *testing.T) {
 		t.Errorf("counters after %v deliveries per shard (-model +got):\n%s", deliveries, d)
 	}
 	t.Logf("records per shard %d, %d %d %d; deliveries per shard %v", len(stream[0]), len(stream[1]), len(stream[2]), len(stream[3]), deliveries)
+}
+
+// modelReview is the live version of a review instance in the model.
+type modelReview struct {
+	rating, version int
+	created         string
+}
+
+func (r modelReview) image(key [2]string) map[string]events.DynamoDBAttributeValue {
+	return reviewVersion(key[0], key[1], r.rating, r.version, r.created)
 }

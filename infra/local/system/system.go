@@ -40,9 +40,6 @@ type Config struct {
 	// FailureBucket is the mappings' on-failure destination (FAILURE_BUCKET,
 	// default DefaultFailureBucket), created at start.
 	FailureBucket string
-	// CounterMarkerTTL overrides how long the counters keep a dedupe marker
-	// (tests of marker expiry); 0 keeps the function's default.
-	CounterMarkerTTL time.Duration
 	// Mappings replaces shared/wiring's mappings (drills with short retry
 	// settings); nil runs wiring.Mappings().
 	Mappings []wiring.Mapping

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -38,8 +37,6 @@ type FunctionDeps struct {
 	Logger   *slog.Logger
 	// Metrics receives the functions' EMF lines; nil discards them.
 	Metrics io.Writer
-	// CounterMarkerTTL overrides the counters' marker life (tests).
-	CounterMarkerTTL time.Duration
 }
 
 // StreamFunctions builds the stream functions, by name, from the environment
@@ -65,7 +62,7 @@ func StreamFunctions(getenv func(string) string, d FunctionDeps) (map[string]esm
 		return &batchmetrics.Reporter{Function: fn, Logger: d.Logger.With("function", fn), Metrics: d.Metrics}
 	}
 	return map[string]esm.Invoker{
-		wiring.Counters: counting.New(counting.Deps{DB: d.DynamoDB, Tables: counterTables, MarkerTTL: d.CounterMarkerTTL,
+		wiring.Counters: counting.New(counting.Deps{DB: d.DynamoDB, Tables: counterTables,
 			Logger: d.Logger.With("function", wiring.Counters), Reporter: reporter(wiring.Counters)}),
 		wiring.StreamIndexer: indexing.New(indexing.Deps{Search: search,
 			Logger: d.Logger.With("function", wiring.StreamIndexer), Reporter: reporter(wiring.StreamIndexer)}),
@@ -78,7 +75,7 @@ func StreamFunctions(getenv func(string) string, d FunctionDeps) (map[string]esm
 // on AWS and starts the event-source mappings of shared/wiring.
 func (s *System) processors(ctx context.Context, getenv func(string) string, cfg Config) error {
 	functions, err := StreamFunctions(getenv, FunctionDeps{DynamoDB: s.DynamoDB(), S3: s.S3(), Logger: cfg.Logger,
-		Metrics: cfg.Metrics, CounterMarkerTTL: cfg.CounterMarkerTTL})
+		Metrics: cfg.Metrics})
 	if err != nil {
 		return err
 	}

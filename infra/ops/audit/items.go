@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/ops/scan"
 )
 
@@ -164,15 +163,17 @@ func decodeReading(k Kind, item map[string]types.AttributeValue) (Item, reading,
 	return it, r, nil
 }
 
-// repair sets the drifting counters of it to their computed values and its
-// watermark (Unix seconds) to the time before which the computed values hold
-// every change, on the condition that the item is still at the version that
-// was judged. It reports false when the item moved (or went) since.
-func (a *Auditor) repair(ctx context.Context, it Item, version, watermark int64, diffs []Drift) (bool, error) {
-	upd := expression.Add(expression.Name("version"), expression.Value(1)).
-		Set(expression.Name(counting.Watermark), expression.Value(watermark))
-	for _, d := range diffs {
-		upd = upd.Set(expression.Name(d.Counter), expression.Value(d.Computed))
+// correct takes a residual out of it: the counters minus the effects of the
+// markers of its facts, which something other than the processor wrote. The
+// update is conditional on the version at which the residual was judged and
+// bumps it, like any counter write. It reports false when the item moved (or
+// went) since.
+func (a *Auditor) correct(ctx context.Context, it Item, version int64, residual map[string]int64) (bool, error) {
+	upd := expression.Add(expression.Name("version"), expression.Value(1))
+	for _, c := range Counters[it.Kind] {
+		if n := residual[c]; n != 0 {
+			upd = upd.Add(expression.Name(c), expression.Value(-n))
+		}
 	}
 	cond := expression.AttributeExists(expression.Name(keyName[it.Kind]))
 	if version == 0 {
@@ -182,7 +183,7 @@ func (a *Auditor) repair(ctx context.Context, it Item, version, watermark int64,
 	}
 	e, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
-		return false, fmt.Errorf("repair %s: %w", it, err)
+		return false, fmt.Errorf("correct %s: %w", it, err)
 	}
 	_, err = a.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(a.table(it.Kind)),
@@ -197,7 +198,7 @@ func (a *Auditor) repair(ctx context.Context, it Item, version, watermark int64,
 	case errors.As(err, &ccf):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("repair %s: %w", it, err)
+		return false, fmt.Errorf("correct %s: %w", it, err)
 	}
 	return true, nil
 }

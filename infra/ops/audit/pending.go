@@ -9,20 +9,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/failures"
 )
 
-// readPendingArchive reads the failure bucket for the archiver's batches
-// not replayed yet: the orders their TTL removals hold are on their way to
-// the archive (make replay writes them there), facts the counters account
-// for, not drift. Without them a repair run before the replay took those
-// orders out of the counters, and the replay's archive lines put them back
-// in the next audit's computation. An object that cannot be parsed is a
-// problem, like a corrupt archive object.
-func (a *Auditor) readPendingArchive(ctx context.Context) ([]archivedOrder, []Problem, error) {
+// readPending reads the failure bucket for the batches not replayed yet.
+// The orders the archiver's TTL removals hold are on their way to the
+// archive (make replay writes them there): their facts are proven like the
+// archive's. The facts of the counters' records are on their way to the
+// counters (make replay applies them): not drift. An object that cannot be
+// parsed is a problem, like a corrupt archive object.
+func (a *Auditor) readPending(ctx context.Context) ([]archivedOrder, []facts.Fact, []Problem, error) {
 	if a.cfg.FailureBucket == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	list := func(prefix string) ([]string, error) {
 		var keys []string
@@ -45,17 +46,18 @@ func (a *Auditor) readPendingArchive(ctx context.Context) ([]archivedOrder, []Pr
 	}
 	objects, err := list(failures.Prefix)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	markers, err := list(failures.ReplayedPrefix)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	replayed := map[string]bool{}
 	for _, k := range markers {
 		replayed[strings.TrimPrefix(k, failures.ReplayedPrefix)] = true
 	}
 	var out []archivedOrder
+	var counted []facts.Fact
 	var problems []Problem
 	for _, key := range objects {
 		if replayed[key] {
@@ -63,24 +65,31 @@ func (a *Auditor) readPendingArchive(ctx context.Context) ([]archivedOrder, []Pr
 		}
 		got, err := a.cfg.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.cfg.FailureBucket), Key: aws.String(key)})
 		if err != nil {
-			return nil, nil, fmt.Errorf("read failure object s3://%s/%s: %w", a.cfg.FailureBucket, key, err)
+			return nil, nil, nil, fmt.Errorf("read failure object s3://%s/%s: %w", a.cfg.FailureBucket, key, err)
 		}
 		body, err := io.ReadAll(io.LimitReader(got.Body, failures.MaxObjectSize+1))
 		got.Body.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("read failure object s3://%s/%s: %w", a.cfg.FailureBucket, key, err)
+			return nil, nil, nil, fmt.Errorf("read failure object s3://%s/%s: %w", a.cfg.FailureBucket, key, err)
 		}
 		obj, err := failures.Parse(body)
 		if err != nil {
 			problems = append(problems, Problem{Where: "failure object " + key, Err: err.Error()})
 			continue
 		}
-		if obj.Table() != a.cfg.Tables.Orders {
-			continue
+		table := obj.Table()
+		if table != a.cfg.Tables.Orders && table != a.cfg.Tables.Reviews {
+			continue // the search indexer's
 		}
 		for _, r := range obj.Payload.Records {
 			if !ddbstream.IsTTLRemoval(r) {
-				continue // the counters' records: their own replay counts them
+				fs, err := counting.RecordFacts(r, a.cfg.Tables.Orders, a.cfg.Tables.Reviews)
+				if err != nil {
+					problems = append(problems, Problem{Where: fmt.Sprintf("failure object %s record %s", key, r.EventID), Err: err.Error()})
+					continue
+				}
+				counted = append(counted, fs...)
+				continue
 			}
 			var o order
 			if err := ddbstream.Decode(r.Change.OldImage, &o); err == nil {
@@ -94,5 +103,5 @@ func (a *Auditor) readPendingArchive(ctx context.Context) ([]archivedOrder, []Pr
 		}
 		a.cfg.Progress.Add("failure objects read", 1)
 	}
-	return out, problems, nil
+	return out, counted, problems, nil
 }

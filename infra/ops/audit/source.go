@@ -11,7 +11,6 @@ import (
 	"io"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -19,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/infra/ops/scan"
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -29,15 +29,12 @@ type order struct {
 	OrderID    string `dynamodbav:"orderId" json:"orderId"`
 	Status     string `dynamodbav:"status" json:"status"`
 	TotalCents int64  `dynamodbav:"totalCents" json:"totalCents"`
-	UpdatedAt  string `dynamodbav:"updatedAt" json:"updatedAt"`
-	ExpiresAt  int64  `dynamodbav:"expiresAt" json:"expiresAt"`
 	Lines      []struct {
 		ProductID string `dynamodbav:"productId" json:"productId"`
 		Quantity  int64  `dynamodbav:"quantity" json:"quantity"`
 	} `dynamodbav:"lines" json:"lines"`
 }
 
-func (o order) key() string { return o.UserID + "\x00" + o.OrderID }
 
 // check applies the counters' own rules (docs/counters.md, malformed records).
 func (o order) check() error {
@@ -52,86 +49,49 @@ func (o order) check() error {
 	return nil
 }
 
-type review struct {
-	ProductID string `dynamodbav:"productId"`
-	UserID    string `dynamodbav:"userId"`
-	Rating    int64  `dynamodbav:"rating"`
-	UpdatedAt string `dynamodbav:"updatedAt"`
+// asFacts is the order as the counters' facts read it.
+func (o order) asFacts() facts.Order {
+	f := facts.Order{UserID: o.UserID, OrderID: o.OrderID, Status: o.Status, TotalCents: o.TotalCents}
+	for _, l := range o.Lines {
+		f.Lines = append(f.Lines, facts.Line{ProductID: l.ProductID, Quantity: l.Quantity})
+	}
+	return f
 }
 
-// source is the counters as the source says they should be.
+// source is what the orders and reviews tables, the archive and the failure
+// bucket say happened.
 type source struct {
-	only   map[Item]bool
-	mu     sync.Mutex
-	counts map[Item]map[string]int64
-	// newest is the latest write (clock.Layout) among each item's source
-	// records: placements, cancellations, reviews.
-	newest map[Item]string
-	// seen holds the keys of the orders counted, so an order that TTL moved
-	// to the archive while the table was read is counted once.
-	seen map[string]bool
+	mu sync.Mutex
+	// proven are the facts of the orders (table, archive, archiver's
+	// batches in the failure bucket).
+	proven map[string]facts.Fact
+	// live are the reviews in the table, by instance.
+	live map[string]facts.Review
+	// onTheirWay are the facts of the counters' batches in the failure
+	// bucket, not replayed yet.
+	onTheirWay map[string]bool
 
 	orders, archived, reviews, inTransit int
 	problems                             []Problem
 }
 
-func (s *source) add(it Item, counter string, n int64) {
-	if s.only != nil && !s.only[it] {
-		return
-	}
-
-	c := s.counts[it]
-	if c == nil {
-		c = map[string]int64{}
-		s.counts[it] = c
-	}
-	c[counter] += n
-}
-
-// touch records that it has a source record written at updatedAt.
-func (s *source) touch(it Item, updatedAt string) {
-	if s.only != nil && !s.only[it] {
-		return
-	}
-	if updatedAt > s.newest[it] {
-		s.newest[it] = updatedAt
-	}
-}
-
-// addOrder counts one order as the counters processor does over its life:
-// placed (+1 order, +total, +units), and when cancelled −total and −units.
-// Archiving changes nothing. The caller holds mu.
 func (s *source) addOrder(o order) {
-	s.seen[o.key()] = true
-	user := Item{User, o.UserID}
-	s.touch(user, o.UpdatedAt)
-	for _, l := range o.Lines {
-		s.touch(Item{Product, l.ProductID}, o.UpdatedAt)
-	}
-	s.add(user, "orderCount", 1)
-	if o.Status == "CANCELLED" {
-		return
-	}
-	s.add(user, "lifetimeSpendCents", o.TotalCents)
-	for _, l := range o.Lines {
-		s.add(Item{Product, l.ProductID}, "unitsSold", l.Quantity)
+	for _, f := range facts.OfOrder(o.asFacts()) {
+		s.proven[f.Key] = f
 	}
 }
 
-// source reads the orders and reviews tables, waits Settle so that every order
-// TTL removed while they were read has reached the archive, and reads the
-// archive. transit holds the expired orders earlier rounds saw in the table:
-// one that is now in neither place is on its way to the archive and counts
-// as last seen; source adds this round's to it.
-func (a *Auditor) source(ctx context.Context, only map[Item]bool, arch *archiveCache, transit map[string]order) (*source, error) {
-	soon := time.Now().Add(a.cfg.MaxWait + a.cfg.Settle).Unix()
-	s := &source{only: only, counts: map[Item]map[string]int64{}, newest: map[Item]string{}, seen: map[string]bool{}}
+// source reads the orders and reviews tables, the archive and the failure
+// bucket. It is read after the markers: a marker it is compared with was
+// written before the source was read.
+func (a *Auditor) source(ctx context.Context) (*source, error) {
+	s := &source{proven: map[string]facts.Fact{}, live: map[string]facts.Review{}, onTheirWay: map[string]bool{}}
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		errs[0] = scan.Table(ctx, a.cfg.DB, scan.Input{
 			Table: a.cfg.Tables.Orders, Segments: a.cfg.Segments, Consistent: true,
-			Projection: []string{"userId", "orderId", "status", "totalCents", "lines", "updatedAt", "expiresAt"},
+			Projection: []string{"userId", "orderId", "status", "totalCents", "lines"},
 		}, func(items []map[string]types.AttributeValue) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -147,9 +107,6 @@ func (a *Auditor) source(ctx context.Context, only map[Item]bool, arch *archiveC
 				}
 				s.orders++
 				s.addOrder(o)
-				if o.ExpiresAt > 0 && o.ExpiresAt < soon {
-					transit[o.key()] = o
-				}
 			}
 			a.cfg.Progress.Add("orders read", int64(len(items)))
 			return nil
@@ -158,27 +115,22 @@ func (a *Auditor) source(ctx context.Context, only map[Item]bool, arch *archiveC
 	wg.Go(func() {
 		errs[1] = scan.Table(ctx, a.cfg.DB, scan.Input{
 			Table: a.cfg.Tables.Reviews, Segments: a.cfg.Segments, Consistent: true,
-			Projection: []string{"productId", "userId", "rating", "updatedAt"},
+			Projection: []string{"productId", "userId", "rating", "createdAt", "version"},
 		}, func(items []map[string]types.AttributeValue) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for _, item := range items {
-				var r review
+				var r facts.Review
 				err := attributevalue.UnmarshalMap(item, &r)
-				if err == nil && (r.ProductID == "" || r.UserID == "" || r.Rating < 1 || r.Rating > 5) {
-					err = errors.New("review without product, user or a rating in 1..5")
+				if err == nil {
+					err = r.Check()
 				}
 				if err != nil {
 					s.problems = append(s.problems, Problem{Where: fmt.Sprintf("table %s item %s/%s", a.cfg.Tables.Reviews, r.ProductID, r.UserID), Err: err.Error()})
 					continue
 				}
 				s.reviews++
-				s.touch(Item{User, r.UserID}, r.UpdatedAt)
-				s.touch(Item{Product, r.ProductID}, r.UpdatedAt)
-				s.add(Item{User, r.UserID}, "reviewCount", 1)
-				p := Item{Product, r.ProductID}
-				s.add(p, "reviewCount", 1)
-				s.add(p, "ratingTotal", r.Rating)
+				s.live[r.Instance()] = r
 			}
 			a.cfg.Progress.Add("reviews read", int64(len(items)))
 			return nil
@@ -188,49 +140,33 @@ func (a *Auditor) source(ctx context.Context, only map[Item]bool, arch *archiveC
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("read source: %w", err)
 	}
-	tablesRead := time.Now()
-	a.cfg.Progress.Note("tables read; settling %s before the archive and the second reading", a.cfg.Settle)
-	if err := sleep(ctx, time.Until(tablesRead.Add(a.cfg.Settle))); err != nil {
-		return nil, err
-	}
-	objects, err := a.readArchive(ctx, arch)
+	// The archive is read after the table: an order TTL removes meanwhile
+	// was read in the table or is in the archive, or in the archiver's
+	// batches of the failure bucket; if it is in none yet (on its way), its
+	// facts were marked before the markers were read, and a marked fact is
+	// never taken out.
+	objects, err := a.readArchive(ctx, newArchiveCache())
 	if err != nil {
 		return nil, err
 	}
-	eventIDs := map[string]bool{}
 	for _, obj := range objects {
 		s.problems = append(s.problems, obj.problems...)
 		for _, l := range obj.lines {
-			if eventIDs[l.eventID] || s.seen[l.order.key()] {
-				continue // in two objects, or still in the table when it was read
-			}
-			eventIDs[l.eventID] = true
 			s.archived++
 			s.addOrder(l.order)
-			delete(transit, l.order.key())
 		}
 	}
-	// The archiver's batches still in the failure bucket: orders on their
-	// way to the archive.
-	pending, problems, err := a.readPendingArchive(ctx)
+	pending, counted, problems, err := a.readPending(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.problems = append(s.problems, problems...)
 	for _, l := range pending {
-		if eventIDs[l.eventID] || s.seen[l.order.key()] {
-			continue
-		}
-		eventIDs[l.eventID] = true
 		s.inTransit++
 		s.addOrder(l.order)
-		delete(transit, l.order.key())
 	}
-	for k, o := range transit {
-		if !s.seen[k] {
-			s.inTransit++
-			s.addOrder(o)
-		}
+	for _, f := range counted {
+		s.onTheirWay[f.Key] = true
 	}
 	return s, nil
 }

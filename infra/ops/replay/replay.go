@@ -22,8 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/shopstream/shopstream/functions/counters/counting"
-	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -53,17 +51,6 @@ type Config struct {
 	Target *target.Target
 	// Mapping limits the replay to one mapping (MAPPING=m); "" replays all.
 	Mapping string
-	// CounterRecordAge is the age past which a counters record is not
-	// replayed: its dedupe markers may be gone, and a replay could count it
-	// twice. Default counting.DefaultMarkerTTL less an hour, for clocks that
-	// differ and for the replay's own duration.
-	CounterRecordAge time.Duration
-	// Recount, when set, takes the counters batches too old to replay: it
-	// recomputes (and repairs) the counter items they touch from the tables
-	// and the archive (make audit's targeted recount), and returns nil when
-	// they all agree afterwards; the batches are then marked replayed. Unset,
-	// such batches are refused and left in the bucket.
-	Recount func(ctx context.Context, items []audit.Item) error
 	// Retries is how often a failing part of a batch is retried (default 2:
 	// the mapping has already retried it).
 	Retries int
@@ -83,12 +70,9 @@ type Result struct {
 	Done int
 	// Replayed is how many were replayed, whatever the outcome.
 	Replayed int
-	// Recounted is how many counters batches were too old to replay and
-	// settled by recounting the items they touch.
-	Recounted int
-	// Skipped is how many could not be replayed: malformed, of an unknown
-	// mapping, or counters records too old (Refused counts these).
-	Skipped, Refused int
+	// Skipped is how many could not be replayed: malformed, or of an
+	// unknown mapping.
+	Skipped int
 	// Foreign is how many objects of the bucket are no failure objects.
 	Foreign int
 	// Records, Succeeded and Failed count the replayed records.
@@ -99,9 +83,6 @@ type Result struct {
 // returns an error wrapping target.ErrIncomplete when a record still fails
 // or an object could not be replayed; the report says which.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	if cfg.CounterRecordAge == 0 {
-		cfg.CounterRecordAge = counting.DefaultMarkerTTL - time.Hour
-	}
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
@@ -165,7 +146,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var aborted error
-	var recount []outcome
 	next := make(chan string)
 	for range cfg.Concurrency {
 		wg.Add(1)
@@ -179,13 +159,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					if aborted == nil {
 						aborted = err
 					}
-				case o.recount:
-					recount = append(recount, o)
 				case o.skipped:
 					res.Skipped++
-					if o.refused {
-						res.Refused++
-					}
 				default:
 					res.Replayed++
 					res.Records += o.records
@@ -207,15 +182,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if aborted == nil && ctx.Err() != nil {
 		aborted = ctx.Err()
 	}
-	if aborted == nil && len(recount) > 0 {
-		n, err := r.recount(ctx, recount)
-		res.Recounted += n
-		res.Skipped += len(recount) - n
-		res.Refused += len(recount) - n
-		aborted = err
-	}
-	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before); %d replayed: %d records, %d succeeded, %d still failing; %d settled by a recount (counters records older than their markers); %d skipped (%d of them too old and not recounted); %d foreign objects\n",
-		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Recounted, res.Skipped, res.Refused, res.Foreign)
+	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before); %d replayed: %d records, %d succeeded, %d still failing; %d skipped; %d foreign objects\n",
+		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Skipped, res.Foreign)
 	if aborted != nil {
 		return res, fmt.Errorf("replay stopped: %w", aborted)
 	}
@@ -263,15 +231,8 @@ func (r *run) list(ctx context.Context, prefix string) ([]string, error) {
 
 // outcome is what became of one object.
 type outcome struct {
-	skipped, refused bool
-	records, failed  int
-	// recount is set for a counters batch too old to replay, to be settled
-	// by recounting items.
-	recount bool
-	mapping string
-	key     string
-	items   []audit.Item
-	oldest  time.Time
+	skipped         bool
+	records, failed int
 }
 
 // object replays one failure object. An error means the replay must stop
@@ -308,17 +269,6 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	if want := r.cfg.Target.Tables[m.Table]; o.Table() != want {
 		return skip(m.Name, fmt.Sprintf("object's stream is of table %q, the mapping's is %q", o.Table(), want))
 	}
-	if m.Function == wiring.Counters {
-		if age := r.cfg.Now().Sub(o.Oldest()); age > r.cfg.CounterRecordAge {
-			if r.cfg.Recount != nil {
-				return outcome{recount: true, mapping: m.Name, key: key, items: counterItems(o.Payload.Records), oldest: o.Oldest(), records: len(o.Payload.Records)}, nil
-			}
-			r.line("refused", m.Name, key, fmt.Sprintf("%d records from %s, %s old: the counters' dedupe markers last %s, a replay could count them twice; left in the bucket: run make audit REPAIR=1",
-				len(o.Payload.Records), o.Oldest().UTC().Format(time.RFC3339), age.Round(time.Minute), r.cfg.CounterRecordAge))
-			return outcome{skipped: true, refused: true}, nil
-		}
-	}
-
 	d := r.drive(ctx, m, o.Payload.Records)
 	if ctx.Err() != nil {
 		return outcome{}, ctx.Err()
@@ -358,75 +308,6 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	return out, nil
 }
 
-// recount settles the counters batches too old to replay: one recount of
-// every item they touch, then each batch marked. It returns how many were
-// settled; an error only when the replay must stop.
-func (r *run) recount(ctx context.Context, os []outcome) (int, error) {
-	seen := map[audit.Item]bool{}
-	var items []audit.Item
-	for _, o := range os {
-		for _, it := range o.items {
-			if !seen[it] {
-				seen[it] = true
-				items = append(items, it)
-			}
-		}
-	}
-	sort.Slice(items, func(i, j int) bool { return items[i].String() < items[j].String() })
-	if err := r.cfg.Recount(ctx, items); err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		for _, o := range os {
-			r.line("refused", o.mapping, o.key, fmt.Sprintf("%d records from %s, older than the counters' dedupe markers (%s): the recount of the %d items they touch did not settle (%v); left in the bucket: run make audit REPAIR=1",
-				o.records, o.oldest.UTC().Format(time.RFC3339), r.cfg.CounterRecordAge, len(items), err))
-		}
-		return 0, nil
-	}
-	for i, o := range os {
-		mb, err := json.Marshal(markerBody{ReplayedAt: r.cfg.Now().UTC(), Records: o.records, Recounted: len(o.items)})
-		if err != nil {
-			return i, err
-		}
-		if err := r.put(ctx, failures.ReplayedPrefix+o.key, mb); err != nil {
-			return i, err
-		}
-		r.line("recounted", o.mapping, o.key, fmt.Sprintf("%d records from %s, older than the counters' dedupe markers (%s): not replayed; the %d counter items they touch recounted from the tables and the archive",
-			o.records, o.oldest.UTC().Format(time.RFC3339), r.cfg.CounterRecordAge, len(o.items)))
-	}
-	return len(os), nil
-}
-
-// counterItems returns the users and products the records' images name,
-// once each.
-func counterItems(recs []events.DynamoDBEventRecord) []audit.Item {
-	var items []audit.Item
-	seen := map[audit.Item]bool{}
-	add := func(k audit.Kind, v events.DynamoDBAttributeValue) {
-		if v.DataType() != events.DataTypeString || v.String() == "" {
-			return
-		}
-		it := audit.Item{Kind: k, ID: v.String()}
-		if !seen[it] {
-			seen[it] = true
-			items = append(items, it)
-		}
-	}
-	for _, rec := range recs {
-		for _, img := range []map[string]events.DynamoDBAttributeValue{rec.Change.NewImage, rec.Change.OldImage} {
-			add(audit.User, img["userId"])
-			add(audit.Product, img["productId"])
-			if lines, ok := img["lines"]; ok && lines.DataType() == events.DataTypeList {
-				for _, l := range lines.List() {
-					if l.DataType() == events.DataTypeMap {
-						add(audit.Product, l.Map()["productId"])
-					}
-				}
-			}
-		}
-	}
-	return items
-}
 
 // markerBody is what a replayed/<key> marker holds.
 type markerBody struct {

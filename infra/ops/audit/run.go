@@ -1,0 +1,392 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/functions/counters/counting"
+	"github.com/shopstream/shopstream/infra/ops/scan"
+	"github.com/shopstream/shopstream/shared/facts"
+)
+
+// markers is one reading of the marker table.
+type markers struct {
+	facts map[string]facts.Fact
+	// legacy markers are keyed by stream event and hold no effects (written
+	// before markers were keyed by fact): they account for nothing, and the
+	// residual of their items is what they counted.
+	legacy int
+}
+
+// readMarkers scans the marker table with strongly consistent reads: every
+// marker committed before the scan is in it.
+func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
+	m := markers{facts: map[string]facts.Fact{}}
+	var mu sync.Mutex
+	var problems []Problem
+	err := scan.Table(ctx, a.cfg.DB, scan.Input{Table: a.cfg.Tables.Markers, Segments: a.cfg.Segments, Consistent: true},
+		func(items []map[string]types.AttributeValue) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, item := range items {
+				f, err := facts.DecodeMarker(item)
+				switch {
+				case err != nil:
+					problems = append(problems, Problem{Where: "table " + a.cfg.Tables.Markers, Err: err.Error()})
+				case f.Effects == nil:
+					m.legacy++
+				default:
+					m.facts[f.Key] = f
+				}
+			}
+			a.cfg.Progress.Add("markers read", int64(len(items)))
+			return nil
+		})
+	if err != nil {
+		return m, nil, fmt.Errorf("read markers: %w", err)
+	}
+	return m, problems, nil
+}
+
+// present returns which of keys have a marker now (strongly consistent).
+func (a *Auditor) present(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(keys); start += 100 {
+		req := map[string]types.KeysAndAttributes{a.cfg.Tables.Markers: {ConsistentRead: aws.Bool(true)}}
+		ka := req[a.cfg.Tables.Markers]
+		for _, k := range keys[start:min(start+100, len(keys))] {
+			ka.Keys = append(ka.Keys, map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: k}})
+		}
+		ka.ProjectionExpression = aws.String("#k")
+		ka.ExpressionAttributeNames = map[string]string{"#k": facts.KeyAttr}
+		req[a.cfg.Tables.Markers] = ka
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				if err := sleep(ctx, backoff(attempt)); err != nil {
+					return nil, err
+				}
+			}
+			res, err := a.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("read markers: %w", err)
+			}
+			for _, item := range res.Responses[a.cfg.Tables.Markers] {
+				if k, ok := item[facts.KeyAttr].(*types.AttributeValueMemberS); ok {
+					out[k.Value] = true
+				}
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+// reviewFacts derives the review facts the table and the markers prove
+// (docs/counters.md, "What the audit decides, per fact"). The markers were
+// read before the table, so a marked review version whose instance the
+// table does not show at that version or above was taken out. The live
+// version of a review instance must be counted in, with the table's rating.
+// Every earlier version, and every version of an instance no longer in the
+// table, was counted in and taken out: a pair that sums to nothing. When a
+// marker holds one side of such a pair, the other side is proven, with the
+// opposite effects.
+func reviewFacts(m map[string]facts.Fact, live map[string]facts.Review) map[string]facts.Fact {
+	type sides struct{ in, out *facts.Fact }
+	byInstance := map[string]map[int64]*sides{}
+	for key, f := range m {
+		k, ok := facts.ParseReviewKey(key)
+		if !ok {
+			continue
+		}
+		vs := byInstance[k.Instance]
+		if vs == nil {
+			vs = map[int64]*sides{}
+			byInstance[k.Instance] = vs
+		}
+		s := vs[k.Version]
+		if s == nil {
+			s = &sides{}
+			vs[k.Version] = s
+		}
+		if k.In {
+			s.in = &f
+		} else {
+			s.out = &f
+		}
+	}
+	out := map[string]facts.Fact{}
+	for _, r := range live {
+		f := facts.In(r)
+		out[f.Key] = f
+	}
+	for instance, vs := range byInstance {
+		r, isLive := live[instance]
+		for v, s := range vs {
+			if isLive && v >= r.Version {
+				continue // the live version (in, above), or a later one the table did not show yet
+			}
+			switch {
+			case s.in != nil && s.out == nil:
+				out[facts.OutKey(instance, v)] = facts.Fact{Key: facts.OutKey(instance, v), Effects: s.in.Effects.Negated()}
+			case s.out != nil && s.in == nil:
+				out[facts.InKey(instance, v)] = facts.Fact{Key: facts.InKey(instance, v), Effects: s.out.Effects.Negated()}
+			}
+		}
+	}
+	return out
+}
+
+// judgement is one item's counters against its markers.
+type judgement struct {
+	stored   reading
+	residual map[string]int64
+}
+
+// residuals compares each item read before the markers with the effects of
+// its marked facts. Items whose version moved between that reading and a
+// reading after the markers cannot be judged on this one: they are returned
+// as moved.
+func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m markers) (map[Item]judgement, map[Item]bool, error) {
+	marked := map[Item]map[string]int64{}
+	for _, f := range m.facts {
+		for it, cs := range f.Effects {
+			if _, ok := before[it]; !ok {
+				continue
+			}
+			c := marked[it]
+			if c == nil {
+				c = map[string]int64{}
+				marked[it] = c
+			}
+			for name, n := range cs {
+				c[name] += n
+			}
+		}
+	}
+	out := map[Item]judgement{}
+	suspects := map[Item]bool{}
+	for it, r := range before {
+		res := map[string]int64{}
+		for _, c := range Counters[it.Kind] {
+			if d := r.counts[c] - marked[it][c]; d != 0 {
+				res[c] = d
+			}
+		}
+		out[it] = judgement{stored: r, residual: res}
+		if len(res) > 0 {
+			suspects[it] = true
+		}
+	}
+	moved := map[Item]bool{}
+	if len(suspects) == 0 {
+		return out, moved, nil
+	}
+	after, err := a.readItems(ctx, suspects)
+	if err != nil {
+		return nil, nil, err
+	}
+	for it := range suspects {
+		if r, ok := after[it]; !ok || r.version != before[it].version {
+			moved[it] = true
+			delete(out, it)
+		}
+	}
+	return out, moved, nil
+}
+
+func touches(f facts.Fact, only map[Item]bool) bool {
+	if only == nil {
+		return true
+	}
+	for it := range f.Effects {
+		if only[it] {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
+	deadline := time.Now().Add(a.cfg.MaxWait)
+	var rep Report
+	rep.Rounds = 1
+	before, err := a.readItems(ctx, only)
+	if err != nil {
+		return rep, err
+	}
+	m, problems, err := a.readMarkers(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Problems = append(rep.Problems, problems...)
+	if a.cfg.BeforeSource != nil {
+		a.cfg.BeforeSource(1)
+	}
+	src, err := a.source(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Orders, rep.ArchivedOrders, rep.Reviews = src.orders, src.archived+src.inTransit, src.reviews
+	rep.Problems = append(rep.Problems, src.problems...)
+
+	proven := src.proven
+	for k, f := range reviewFacts(m.facts, src.live) {
+		proven[k] = f
+	}
+	var missing []facts.Fact
+	for k, f := range proven {
+		if _, ok := m.facts[k]; !ok && touches(f, only) {
+			missing = append(missing, f)
+		}
+	}
+	judged, moved, err := a.residuals(ctx, before, m)
+	if err != nil {
+		return rep, err
+	}
+	// Items that moved across the markers' reading are read again, with
+	// the markers, until they hold still or MaxWait is over.
+	for len(moved) > 0 && time.Now().Before(deadline) {
+		rep.Rounds++
+		again, err := a.readItems(ctx, moved)
+		if err != nil {
+			return rep, err
+		}
+		if m, _, err = a.readMarkers(ctx); err != nil {
+			return rep, err
+		}
+		j, mv, err := a.residuals(ctx, again, m)
+		if err != nil {
+			return rep, err
+		}
+		for it, v := range j {
+			judged[it] = v
+		}
+		if len(mv) > 0 {
+			if err := sleep(ctx, min(time.Second, time.Until(deadline))); err != nil {
+				return rep, err
+			}
+		}
+		moved = mv
+	}
+	rep.Unsettled = sortedItems(moved)
+	rep.Markers = len(m.facts)
+
+	// A missing fact's record may be on its way through the stream: given
+	// Settle, it is no longer missing. Whatever the wait, a repair stays
+	// exact: a fold and the record contend for the fact's marker.
+	missing = a.stillMissing(ctx, missing, m)
+	if len(missing) > 0 && a.cfg.Settle > 0 {
+		a.cfg.Progress.Note("%d facts without a marker; settling %s for their records", len(missing), a.cfg.Settle)
+		if err := sleep(ctx, a.cfg.Settle); err != nil {
+			return rep, err
+		}
+		keys := make([]string, len(missing))
+		for i, f := range missing {
+			keys[i] = f.Key
+		}
+		now, err := a.present(ctx, keys)
+		if err != nil {
+			return rep, err
+		}
+		kept := missing[:0]
+		for _, f := range missing {
+			if !now[f.Key] {
+				kept = append(kept, f)
+			}
+		}
+		missing = kept
+	}
+	var toFold []facts.Fact
+	expected := map[Item]map[string]int64{}
+	for _, f := range missing {
+		rep.Missing++
+		if src.onTheirWay[f.Key] {
+			rep.OnTheirWay++
+			continue
+		}
+		toFold = append(toFold, f)
+		for it, cs := range f.Effects {
+			if expected[it] == nil {
+				expected[it] = map[string]int64{}
+			}
+			for c, n := range cs {
+				expected[it][c] += n
+			}
+		}
+	}
+	sort.Slice(toFold, func(i, j int) bool { return toFold[i].Key < toFold[j].Key })
+
+	// Drift: per counter, what the markers account for plus the missing
+	// facts, against what is stored.
+	drifting := map[Item][]Drift{}
+	for it, j := range judged {
+		if only != nil && !only[it] {
+			continue
+		}
+		for _, c := range Counters[it.Kind] {
+			stored := j.stored.counts[c]
+			computed := stored - j.residual[c] + expected[it][c]
+			if stored != computed {
+				drifting[it] = append(drifting[it], Drift{Item: it, Counter: c, Stored: stored, Computed: computed})
+			}
+		}
+	}
+	rep.Items = len(judged) + len(rep.Unsettled)
+	if a.cfg.Repair {
+		failed := map[Item]bool{}
+		for _, it := range sortedItems(judged) {
+			if j := judged[it]; len(j.residual) > 0 && (only == nil || only[it]) {
+				ok, err := a.correct(ctx, it, j.stored.version, j.residual)
+				if err != nil {
+					return rep, err
+				}
+				if !ok {
+					failed[it] = true
+				}
+			}
+		}
+		if len(toFold) > 0 {
+			h := counting.New(counting.Deps{DB: a.cfg.DB, Tables: counting.Tables{
+				Orders: a.cfg.Tables.Orders, Reviews: a.cfg.Tables.Reviews, Users: a.cfg.Tables.Users,
+				Products: a.cfg.Tables.Products, CounterEvents: a.cfg.Tables.Markers}})
+			res := h.Fold(ctx, toFold)
+			a.cfg.Progress.Note("%d facts folded in, %d applied meanwhile, %d failed", len(res.Applied), len(toFold)-len(res.Applied)-len(res.Failed), len(res.Failed))
+			byKey := map[string]facts.Fact{}
+			for _, f := range toFold {
+				byKey[f.Key] = f
+			}
+			for _, k := range res.Failed {
+				for it := range byKey[k].Effects {
+					failed[it] = true
+				}
+			}
+		}
+		for it, ds := range drifting {
+			for i := range ds {
+				ds[i].Repaired = !failed[it]
+			}
+		}
+	}
+	for _, it := range sortedItems(drifting) {
+		rep.Drift = append(rep.Drift, drifting[it]...)
+	}
+	return rep, nil
+}
+
+// stillMissing drops the facts a later reading of the markers holds.
+func (a *Auditor) stillMissing(_ context.Context, missing []facts.Fact, m markers) []facts.Fact {
+	kept := missing[:0]
+	for _, f := range missing {
+		if _, ok := m.facts[f.Key]; !ok {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
