@@ -45,7 +45,6 @@ type drill struct {
 
 type drillOptions struct {
 	env              map[string]string
-	counterMarkerTTL time.Duration
 }
 
 func startDrill(t testing.TB, o drillOptions) *drill {
@@ -66,7 +65,6 @@ func startDrill(t testing.TB, o drillOptions) *drill {
 		Env:              o.env,
 		PollInterval:     100 * time.Millisecond,
 		Mappings:         ms,
-		CounterMarkerTTL: o.counterMarkerTTL,
 		Logger:           testLogger(),
 	})
 	if err != nil {

@@ -95,21 +95,17 @@ func agreesAndCountsArchivedOrders(t *testing.T, f *fixture, us, ps []string) {
 		t.Errorf("got %d items judged, want %d", rep.Items, want)
 	}
 
-	// The same audit over an empty archive undercounts the users whose
-	// orders were archived: the archive is what makes them agree.
+	// The same audit, and its repair, over an empty archive: the archived
+	// orders' facts are marked, and a marked fact is never taken out (an
+	// audit by sums took them out of the counters).
 	if _, err := f.sys.S3().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("empty")}); err != nil {
 		t.Fatal(err)
 	}
-	rep = run(t, f.auditor(audit.Config{Bucket: "empty"}))
-	got := map[string]bool{}
-	for _, d := range rep.Drift {
-		if d.Counter == "orderCount" {
-			got[d.Item.ID] = d.Stored > d.Computed
-		}
+	rep = run(t, f.auditor(audit.Config{Bucket: "empty", Repair: true}))
+	if len(rep.Drift) != 0 || rep.ExitCode() != 0 || rep.Missing != 0 {
+		t.Errorf("without the archive: got drift %+v, %d facts missing, exit %d; want none and 0", rep.Drift, rep.Missing, rep.ExitCode())
 	}
-	if !got[us[0]] || !got[us[2]] || rep.ExitCode() != 1 {
-		t.Errorf("without the archive: got orderCount drift %v exit %d, want users %s and %s over-counted and 1", got, rep.ExitCode(), us[0], us[2])
-	}
+	f.checkExact()
 }
 
 func reportsDriftThenRepairsIt(t *testing.T, f *fixture, us, ps []string) {
@@ -216,8 +212,8 @@ func recordsInFlightAreNotDrift(t *testing.T, f *fixture, us, ps []string) {
 	if hooked.Load() != 1 {
 		t.Fatal("the hook did not run")
 	}
-	if len(rep.Drift) != 0 || rep.ExitCode() != 0 || rep.Rounds < 2 {
-		t.Errorf("got drift %+v, exit %d, %d rounds; want none, 0, and at least 2 rounds", rep.Drift, rep.ExitCode(), rep.Rounds)
+	if len(rep.Drift) != 0 || rep.ExitCode() != 0 || rep.Missing != 0 {
+		t.Errorf("got drift %+v, exit %d, %d facts missing; want none, 0 and none (their records arrived within the settle)", rep.Drift, rep.ExitCode(), rep.Missing)
 	}
 	f.idle()
 	f.checkExact()
@@ -286,9 +282,9 @@ func TestRepairUnderOrderLoad(t *testing.T) {
 			t.Errorf("%s: not repaired (drift %+v)", it, rep.Drift)
 		}
 	}
-	if len(repaired) != 4 {
-		t.Errorf("got %d items repaired, want the 4 tampered: %+v", len(repaired), rep.Drift)
-	}
+	// Other items may be reported too: facts whose records were still on
+	// their way when the settle ended are folded in, and their records
+	// dropped on the markers when they come; checkExact below holds them.
 	f.idle()
 	f.checkExact()
 	if rep := run(t, f.auditor(audit.Config{})); rep.ExitCode() != 0 {
@@ -359,7 +355,7 @@ func archiveDuplicatesCountOnce(t *testing.T, f *fixture, us, ps []string) {
 	}
 }
 
-func TestCorruptArchiveInputIsReportedAndBlocksRepair(t *testing.T) {
+func TestCorruptArchiveInputIsReported(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	us, _ := f.workload()
@@ -392,12 +388,14 @@ func TestCorruptArchiveInputIsReportedAndBlocksRepair(t *testing.T) {
 	if len(got) != 4 || !cmp.Equal(got[:3], want, cmp.AllowUnexported(at{})) || got[3].obj != "truncated.jsonl.gz" {
 		t.Errorf("problems: got %v, want %v and truncated.jsonl.gz", got, want)
 	}
-	// The audit went on: the tampered counter is found, and not repaired
-	// from incomplete input; the readable line counted (user u9 does not
-	// exist, so it changes nothing).
-	if len(rep.Drift) != 1 || rep.Drift[0].Item != user(us[1]) || rep.Drift[0].Repaired || rep.ExitCode() != 1 {
-		t.Errorf("got drift %+v exit %d, want the tampered counter, unrepaired, and 1", rep.Drift, rep.ExitCode())
+	// The audit went on: the tampered counter is found and repaired (a
+	// residual against the markers needs no archive), the readable line
+	// counted (user u9 does not exist, so it changes nothing), and the exit
+	// is 1: facts the unreadable lines hold may be missing.
+	if len(rep.Drift) != 1 || rep.Drift[0].Item != user(us[1]) || !rep.Drift[0].Repaired || rep.ExitCode() != 1 {
+		t.Errorf("got drift %+v exit %d, want the tampered counter, repaired, and 1", rep.Drift, rep.ExitCode())
 	}
+	f.checkExact()
 }
 
 // failingGet is the local S3 with one object that cannot be fetched.

@@ -92,6 +92,7 @@ func (f *fixture) tables() audit.Tables {
 	return audit.Tables{
 		Users: tables.Physical(f.prefix, tables.Users), Products: tables.Physical(f.prefix, tables.Products),
 		Orders: tables.Physical(f.prefix, tables.Orders), Reviews: tables.Physical(f.prefix, tables.Reviews),
+		Markers: tables.Physical(f.prefix, tables.CounterEvents),
 	}
 }
 

@@ -194,8 +194,10 @@ func (a *Auditor) correct(ctx context.Context, it Item, version int64, residual 
 		ExpressionAttributeValues: e.Values(),
 	})
 	var ccf *types.ConditionalCheckFailedException
+	var conflict *types.TransactionConflictException
 	switch {
-	case errors.As(err, &ccf):
+	case errors.As(err, &ccf), errors.As(err, &conflict):
+		// Moved, or a transaction of the processor holds it: judge again.
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("correct %s: %w", it, err)

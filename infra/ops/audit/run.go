@@ -250,8 +250,38 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	// Items that moved across the markers' reading are read again, with
-	// the markers, until they hold still or MaxWait is over.
+	// A residual is taken out conditionally on the version it was judged
+	// at; an item that moved across the markers' reading, or before its
+	// correction, is read again with the markers, until it holds still or
+	// MaxWait is over.
+	corrected := map[Item]bool{}
+	correct := func(judged map[Item]judgement, moved map[Item]bool) error {
+		if !a.cfg.Repair {
+			return nil
+		}
+		for _, it := range sortedItems(judged) {
+			j := judged[it]
+			if len(j.residual) == 0 || (only != nil && !only[it]) {
+				continue
+			}
+			ok, err := a.correct(ctx, it, j.stored.version, j.residual)
+			if err != nil {
+				return err
+			}
+			if ok {
+				corrected[it] = true
+			} else {
+				moved[it] = true
+			}
+		}
+		return nil
+	}
+	if err := correct(judged, moved); err != nil {
+		return rep, err
+	}
+	for it := range moved {
+		delete(judged, it)
+	}
 	for len(moved) > 0 && time.Now().Before(deadline) {
 		rep.Rounds++
 		again, err := a.readItems(ctx, moved)
@@ -265,11 +295,16 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
+		if err := correct(j, mv); err != nil {
+			return rep, err
+		}
 		for it, v := range j {
-			judged[it] = v
+			if !mv[it] {
+				judged[it] = v
+			}
 		}
 		if len(mv) > 0 {
-			if err := sleep(ctx, min(time.Second, time.Until(deadline))); err != nil {
+			if err := sleep(ctx, min(200*time.Millisecond, time.Until(deadline))); err != nil {
 				return rep, err
 			}
 		}
@@ -341,16 +376,8 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	rep.Items = len(judged) + len(rep.Unsettled)
 	if a.cfg.Repair {
 		failed := map[Item]bool{}
-		for _, it := range sortedItems(judged) {
-			if j := judged[it]; len(j.residual) > 0 && (only == nil || only[it]) {
-				ok, err := a.correct(ctx, it, j.stored.version, j.residual)
-				if err != nil {
-					return rep, err
-				}
-				if !ok {
-					failed[it] = true
-				}
-			}
+		for it := range moved {
+			failed[it] = true
 		}
 		if len(toFold) > 0 {
 			h := counting.New(counting.Deps{DB: a.cfg.DB, Tables: counting.Tables{

@@ -67,6 +67,8 @@ type source struct {
 	proven map[string]facts.Fact
 	// live are the reviews in the table, by instance.
 	live map[string]facts.Review
+	// seen are the orders read, by id.
+	seen map[string]bool
 	// onTheirWay are the facts of the counters' batches in the failure
 	// bucket, not replayed yet.
 	onTheirWay map[string]bool
@@ -75,17 +77,24 @@ type source struct {
 	problems                             []Problem
 }
 
-func (s *source) addOrder(o order) {
+// addOrder adds the facts of an order; it reports false for an order seen
+// before (in the table, or in another archive object).
+func (s *source) addOrder(o order) bool {
+	if s.seen[o.OrderID] {
+		return false
+	}
+	s.seen[o.OrderID] = true
 	for _, f := range facts.OfOrder(o.asFacts()) {
 		s.proven[f.Key] = f
 	}
+	return true
 }
 
 // source reads the orders and reviews tables, the archive and the failure
 // bucket. It is read after the markers: a marker it is compared with was
 // written before the source was read.
 func (a *Auditor) source(ctx context.Context) (*source, error) {
-	s := &source{proven: map[string]facts.Fact{}, live: map[string]facts.Review{}, onTheirWay: map[string]bool{}}
+	s := &source{proven: map[string]facts.Fact{}, seen: map[string]bool{}, live: map[string]facts.Review{}, onTheirWay: map[string]bool{}}
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -152,8 +161,9 @@ func (a *Auditor) source(ctx context.Context) (*source, error) {
 	for _, obj := range objects {
 		s.problems = append(s.problems, obj.problems...)
 		for _, l := range obj.lines {
-			s.archived++
-			s.addOrder(l.order)
+			if s.addOrder(l.order) {
+				s.archived++
+			}
 		}
 	}
 	pending, counted, problems, err := a.readPending(ctx)
@@ -162,8 +172,9 @@ func (a *Auditor) source(ctx context.Context) (*source, error) {
 	}
 	s.problems = append(s.problems, problems...)
 	for _, l := range pending {
-		s.inTransit++
-		s.addOrder(l.order)
+		if s.addOrder(l.order) {
+			s.inTransit++
+		}
 	}
 	for _, f := range counted {
 		s.onTheirWay[f.Key] = true
