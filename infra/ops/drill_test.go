@@ -44,7 +44,7 @@ type drill struct {
 }
 
 type drillOptions struct {
-	env              map[string]string
+	env map[string]string
 }
 
 func startDrill(t testing.TB, o drillOptions) *drill {
@@ -61,11 +61,11 @@ func startDrill(t testing.TB, o drillOptions) *drill {
 			TTLSweepInterval: time.Second,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },
 		},
-		TablePrefix:      prefix,
-		Env:              o.env,
-		PollInterval:     100 * time.Millisecond,
-		Mappings:         ms,
-		Logger:           testLogger(),
+		TablePrefix:  prefix,
+		Env:          o.env,
+		PollInterval: 100 * time.Millisecond,
+		Mappings:     ms,
+		Logger:       testLogger(),
 	})
 	if err != nil {
 		t.Fatalf("start system: %v", err)

@@ -35,7 +35,6 @@ type order struct {
 	} `dynamodbav:"lines" json:"lines"`
 }
 
-
 // check applies the counters' own rules (docs/counters.md, malformed records).
 func (o order) check() error {
 	if o.UserID == "" || o.OrderID == "" || len(o.Lines) == 0 {

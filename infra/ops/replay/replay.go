@@ -308,7 +308,6 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	return out, nil
 }
 
-
 // markerBody is what a replayed/<key> marker holds.
 type markerBody struct {
 	ReplayedAt time.Time `json:"replayedAt"`
