@@ -26,6 +26,7 @@ import (
 	"github.com/shopstream/shopstream/shared/store"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/users"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // testLogger shows the system's logs when STACK_DEBUG is set.
@@ -61,6 +62,20 @@ func newFixture(t *testing.T) *fixture { return newFixtureRetention(t, time.Seco
 // newFixtureRetention keeps closed orders for retention before TTL archives them.
 func newFixtureRetention(t *testing.T, retention time.Duration) *fixture {
 	t.Helper()
+	return newFixtureMappings(t, retention, nil)
+}
+
+// newFixtureMappings runs only the mappings keep keeps (nil: all of them).
+func newFixtureMappings(t *testing.T, retention time.Duration, keep func(wiring.Mapping) bool) *fixture {
+	t.Helper()
+	var ms []wiring.Mapping
+	if keep != nil {
+		for _, m := range wiring.Mappings() {
+			if keep(m) {
+				ms = append(ms, m)
+			}
+		}
+	}
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
 		Stack: stack.Config{
@@ -71,6 +86,7 @@ func newFixtureRetention(t *testing.T, retention time.Duration) *fixture {
 		TablePrefix:  prefix,
 		Env:          map[string]string{"ORDER_RETENTION": retention.String()},
 		PollInterval: 100 * time.Millisecond,
+		Mappings:     ms,
 		Logger:       testLogger(),
 	})
 	if err != nil {
