@@ -24,6 +24,16 @@ const (
 	Product Kind = "product"
 )
 
+// Every fact's key starts with one of these: the counters' role may write
+// markers under them only (dynamodb:LeadingKeys, infra/cdk/stack).
+const (
+	OrderKeyPrefix  = "order#"
+	ReviewKeyPrefix = "review#"
+)
+
+// KeyPrefixes are the prefixes of every fact's key.
+func KeyPrefixes() []string { return []string{OrderKeyPrefix, ReviewKeyPrefix} }
+
 // Item names one counter item: a user or a product.
 type Item struct {
 	Kind Kind
@@ -137,13 +147,13 @@ func (o Order) effects(sign int64) Effects {
 // Placed is the order's placement: the user's orderCount +1 and spend
 // +total, each product's unitsSold +quantity.
 func Placed(o Order) Fact {
-	return Fact{Key: "order#" + o.OrderID + "#placed", Effects: o.effects(1)}
+	return Fact{Key: OrderKeyPrefix + o.OrderID + "#placed", Effects: o.effects(1)}
 }
 
 // CancelledFact is the order's cancellation: the user's spend −total, each
 // product's unitsSold −quantity.
 func CancelledFact(o Order) Fact {
-	return Fact{Key: "order#" + o.OrderID + "#cancelled", Effects: o.effects(-1)}
+	return Fact{Key: OrderKeyPrefix + o.OrderID + "#cancelled", Effects: o.effects(-1)}
 }
 
 // OfOrder returns the facts an order in the table or the archive proves:
@@ -177,7 +187,7 @@ func (r Review) Check() error {
 
 // Instance names the review instance: product, user and createdAt.
 func (r Review) Instance() string {
-	return "review#" + r.ProductID + "#" + r.UserID + "#" + r.CreatedAt
+	return ReviewKeyPrefix + r.ProductID + "#" + r.UserID + "#" + r.CreatedAt
 }
 
 func (r Review) effects(sign int64) Effects {
@@ -214,7 +224,7 @@ type ReviewKey struct {
 
 // ParseReviewKey takes a review fact's key apart; ok is false for any other key.
 func ParseReviewKey(key string) (ReviewKey, bool) {
-	if !strings.HasPrefix(key, "review#") {
+	if !strings.HasPrefix(key, ReviewKeyPrefix) {
 		return ReviewKey{}, false
 	}
 	rest, dir, ok := cutLast(key, "#")

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +43,22 @@ func TestOrderFactsAndMarkerRoundTrip(t *testing.T) {
 	got, err := DecodeMarker(map[string]typesAV{KeyAttr: strAV(fs[0].Key), EffectsAttr: EncodeEffects(fs[0].Effects)})
 	if err != nil || !reflect.DeepEqual(got, fs[0]) {
 		t.Errorf("marker round trip: %+v, %v; want %+v", got, err, fs[0])
+	}
+}
+
+// TestEveryKeyHasAGrantedPrefix: the counters' role may put markers only
+// under KeyPrefixes (dynamodb:LeadingKeys); a fact keyed otherwise would be
+// refused on AWS, where the local stack enforces no IAM.
+func TestEveryKeyHasAGrantedPrefix(t *testing.T) {
+	o := Order{UserID: "u1", OrderID: "o1", Status: Cancelled, TotalCents: 1, Lines: []Line{{ProductID: "p1", Quantity: 1}}}
+	r := Review{ProductID: "p1", UserID: "u1", CreatedAt: "2026-11-24T10:00:00.000Z", Version: 1, Rating: 5}
+	for _, f := range append(OfOrder(o), In(r), Out(r)) {
+		ok := false
+		for _, p := range KeyPrefixes() {
+			ok = ok || strings.HasPrefix(f.Key, p)
+		}
+		if !ok {
+			t.Errorf("fact %q starts with none of %v", f.Key, KeyPrefixes())
+		}
 	}
 }

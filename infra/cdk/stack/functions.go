@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -137,8 +138,8 @@ func Accesses() map[string]Access {
 		wiring.Counters: {
 			Tables: []string{tables.Users, tables.Products, tables.CounterEvents},
 			TableActions: map[string][]string{
-				tables.Users:         {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
-				tables.Products:      {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+				tables.Users:         {"dynamodb:UpdateItem"},
+				tables.Products:      {"dynamodb:UpdateItem"},
 				tables.CounterEvents: {"dynamodb:PutItem"},
 			},
 			StreamTables: streamTables(wiring.Counters),
@@ -352,8 +353,9 @@ const LiveAlias = "live"
 
 // grantTable lets fn call actions on a table's items, and Query on its
 // indexes when it may query. On the counters' marker table the items' keys
-// must start with the name of a table whose stream feeds the counters
-// (dynamodb:LeadingKeys): the markers are <source table>#<eventID>.
+// must start with a fact's key prefix (dynamodb:LeadingKeys): the markers are
+// keyed by fact, order#<id>#placed|cancelled and review#…#v<n>#in|out
+// (shared/facts).
 func (b *builder) grantTable(fn awslambda.IFunction, tn string, actions []string) {
 	table := b.s.Tables[tn]
 	resources := []*string{table.TableArn()}
@@ -364,8 +366,8 @@ func (b *builder) grantTable(fn awslambda.IFunction, tn string, actions []string
 	st := &awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources}
 	if tn == tables.CounterEvents {
 		var prefixes []string
-		for _, src := range streamTables(wiring.Counters) {
-			prefixes = append(prefixes, tables.Physical(b.cfg.TablePrefix(), src)+"#*")
+		for _, p := range facts.KeyPrefixes() {
+			prefixes = append(prefixes, p+"*")
 		}
 		st.Conditions = &map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": prefixes}}
 	}
