@@ -45,6 +45,16 @@ type drill struct {
 
 type drillOptions struct {
 	env map[string]string
+	// defaultPoll polls the streams at the local mappings' default (as
+	// `make run` does) instead of the drills' quicker 100 ms.
+	defaultPoll bool
+}
+
+func (o drillOptions) pollInterval() time.Duration {
+	if o.defaultPoll {
+		return 0
+	}
+	return 100 * time.Millisecond
 }
 
 func startDrill(t testing.TB, o drillOptions) *drill {
@@ -63,7 +73,7 @@ func startDrill(t testing.TB, o drillOptions) *drill {
 		},
 		TablePrefix:  prefix,
 		Env:          o.env,
-		PollInterval: 100 * time.Millisecond,
+		PollInterval: o.pollInterval(),
 		Mappings:     ms,
 		Logger:       testLogger(),
 	})

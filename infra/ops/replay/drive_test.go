@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
 
+	"github.com/shopstream/shopstream/infra/ops/target"
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -85,5 +89,33 @@ func TestDriveFollowsTheMappingAndIsolatesWhatFails(t *testing.T) {
 				t.Errorf("invocation count: got %d, want %d", d.invocations, len(c.f.batches))
 			}
 		})
+	}
+}
+
+// TestUnitsCoalesceOnlyFunctionsThatTakeAnyGrouping: runs of one counters or
+// indexer mapping's objects form units of up to Coalesce objects; an
+// archiver's object, and an object of no known mapping, stand alone.
+func TestUnitsCoalesceOnlyFunctionsThatTakeAnyGrouping(t *testing.T) {
+	ids := map[string]string{}
+	for _, m := range wiring.Mappings() {
+		ids[m.Name] = failures.LocalMappingID(m.Name)
+	}
+	r := &run{cfg: Config{Coalesce: 2, Target: &target.Target{MappingIDs: ids}}}
+	key := func(mapping string, i int) string {
+		id := ids[mapping]
+		if id == "" {
+			id = failures.LocalMappingID(mapping)
+		}
+		return failures.Key{MappingID: id, ShardID: "shardId-1", Time: time.Date(2026, 11, 25, 1, 0, i, 0, time.UTC), ID: failures.LocalMappingID(fmt.Sprint(i))}.String()
+	}
+	oc := func(i int) string { return key("orders-counters", i) }
+	rc := func(i int) string { return key("reviews-counters", i) }
+	oa := func(i int) string { return key("orders-archiver", i) }
+	pi := func(i int) string { return key("products-indexer", i) }
+	stranger := key("a-mapping-of-another-stage", 9)
+	keys := []string{oc(1), oc(2), oc(3), rc(4), oa(5), oa(6), pi(7), pi(8), stranger, "aws/lambda/not-a-key"}
+	want := [][]string{{oc(1), oc(2)}, {oc(3)}, {rc(4)}, {oa(5)}, {oa(6)}, {pi(7), pi(8)}, {stranger}, {"aws/lambda/not-a-key"}}
+	if diff := cmp.Diff(want, r.units(keys)); diff != "" {
+		t.Errorf("units (-want +got):\n%s", diff)
 	}
 }

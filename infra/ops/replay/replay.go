@@ -54,8 +54,16 @@ type Config struct {
 	// Retries is how often a failing part of a batch is retried (default 2:
 	// the mapping has already retried it).
 	Retries int
-	// Concurrency is how many objects are replayed at once (default 4).
+	// Concurrency is how many units of work (an object, or a run of
+	// objects coalesced) are replayed at once (default 4).
 	Concurrency int
+	// Coalesce is how many objects of a mapping whose function takes its
+	// records in any grouping (coalesces) are handed to it together
+	// (default 20; 1 turns it off), within MaxPayload.
+	Coalesce int
+	// MaxPayload bounds the records of one invocation, in bytes of their
+	// JSON (default 5 MB: Lambda's synchronous payload is 6 MB).
+	MaxPayload int
 	// Out receives the report, one line per object and a summary.
 	Out    io.Writer
 	Logger *slog.Logger
@@ -88,6 +96,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
+	}
+	if cfg.Coalesce <= 0 {
+		cfg.Coalesce = 20
+	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = 5 << 20
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
@@ -146,36 +160,37 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var aborted error
-	next := make(chan string)
+	next := make(chan []string)
 	for range cfg.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := range next {
-				o, err := r.object(ctx, k)
+			for keys := range next {
+				outs, err := r.unit(ctx, keys)
 				mu.Lock()
-				switch {
-				case err != nil:
-					if aborted == nil {
-						aborted = err
+				if err != nil && aborted == nil {
+					aborted = err
+				}
+				for _, o := range outs {
+					switch {
+					case o.skipped:
+						res.Skipped++
+					default:
+						res.Replayed++
+						res.Records += o.records
+						res.Succeeded += o.records - o.failed
+						res.Failed += o.failed
 					}
-				case o.skipped:
-					res.Skipped++
-				default:
-					res.Replayed++
-					res.Records += o.records
-					res.Succeeded += o.records - o.failed
-					res.Failed += o.failed
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for _, k := range todo {
+	for _, u := range r.units(todo) {
 		if ctx.Err() != nil {
 			break
 		}
-		next <- k
+		next <- u
 	}
 	close(next)
 	wg.Wait()
@@ -204,6 +219,47 @@ func mappingNames() []string {
 type run struct {
 	cfg Config
 	mu  sync.Mutex // serializes report lines
+	// counters serializes the counters' units: at once, their transactions
+	// on shared counter items cancel each other (TransactionConflict).
+	counters sync.Mutex
+}
+
+// coalesces reports whether fn takes its records in any grouping, so that
+// records of several failure objects may be handed to it together: the
+// counters apply each business fact once, keyed by the fact
+// (docs/counters.md), and the indexer writes each product at its version.
+// The archiver names an object by its batch's event ids: its batches stay
+// as Lambda made them.
+func coalesces(fn string) bool { return fn == wiring.Counters || fn == wiring.StreamIndexer }
+
+// units cuts the keys (in key order) into units of work: runs of up to
+// Coalesce objects of one mapping whose function coalesces, one object
+// otherwise.
+func (r *run) units(keys []string) [][]string {
+	var out [][]string
+	var cur []string
+	curMapping := ""
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, cur)
+		}
+		cur, curMapping = nil, ""
+	}
+	for _, k := range keys {
+		pk, err := failures.ParseKey(k)
+		m, ok := r.cfg.Target.Mapping(pk.MappingID)
+		if err != nil || !ok || !coalesces(m.Function) {
+			flush()
+			out = append(out, []string{k})
+			continue
+		}
+		if m.Name != curMapping || len(cur) >= r.cfg.Coalesce {
+			flush()
+		}
+		cur, curMapping = append(cur, k), m.Name
+	}
+	flush()
+	return out
 }
 
 func (r *run) line(status, mapping, key, detail string) {
@@ -235,14 +291,22 @@ type outcome struct {
 	records, failed int
 }
 
-// object replays one failure object. An error means the replay must stop
-// (the context ended, the bucket cannot be written): the object is left
-// unmarked, to be replayed again.
-func (r *run) object(ctx context.Context, key string) (outcome, error) {
-	skip := func(mapping, reason string) (outcome, error) {
+// loaded is a failure object read and checked against its mapping.
+type loaded struct {
+	key     string
+	k       failures.Key
+	m       wiring.Mapping
+	o       failures.Object
+	payload int // bytes of the object
+}
+
+// load reads and checks one failure object; a nil loaded with no error
+// means it was skipped (and reported).
+func (r *run) load(ctx context.Context, key string) (*loaded, error) {
+	skip := func(mapping, reason string) (*loaded, error) {
 		r.line("skipped", mapping, key, reason)
 		r.cfg.Logger.Warn("failure object skipped", "key", key, "mapping", mapping, "reason", reason)
-		return outcome{skipped: true}, nil
+		return nil, nil
 	}
 	k, err := failures.ParseKey(key)
 	if err != nil {
@@ -255,7 +319,7 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	body, err := r.get(ctx, key)
 	if err != nil {
 		if ctx.Err() != nil {
-			return outcome{}, err
+			return nil, err
 		}
 		return skip(m.Name, err.Error())
 	}
@@ -269,10 +333,91 @@ func (r *run) object(ctx context.Context, key string) (outcome, error) {
 	if want := r.cfg.Target.Tables[m.Table]; o.Table() != want {
 		return skip(m.Name, fmt.Sprintf("object's stream is of table %q, the mapping's is %q", o.Table(), want))
 	}
-	d := r.drive(ctx, m, o.Payload.Records)
-	if ctx.Err() != nil {
-		return outcome{}, ctx.Err()
+	return &loaded{key: key, k: k, m: m, o: o, payload: len(body)}, nil
+}
+
+// unit replays a unit of work: its objects' records are handed to the
+// function together, in invocations of at most MaxPayload bytes, and each
+// object is then marked, with its own remainder. An error means the replay
+// must stop (the context ended, the bucket cannot be written): the objects
+// not marked yet are left to be replayed again.
+func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
+	var outs []outcome
+	var objs []*loaded
+	for _, key := range keys {
+		l, err := r.load(ctx, key)
+		if err != nil {
+			return outs, err
+		}
+		if l == nil {
+			outs = append(outs, outcome{skipped: true})
+			continue
+		}
+		objs = append(objs, l)
 	}
+	if len(objs) == 0 {
+		return outs, nil
+	}
+	m := objs[0].m
+	if m.Function == wiring.Counters {
+		r.counters.Lock()
+		defer r.counters.Unlock()
+	}
+	// Pack the objects' records into invocations.
+	failed := map[string]bool{}
+	var d driven
+	var batch []events.DynamoDBEventRecord
+	size := 0
+	drive := func() {
+		if len(batch) == 0 {
+			return
+		}
+		got := r.drive(ctx, m, batch)
+		d.invocations += got.invocations
+		if len(got.failed) > 0 {
+			d.functionError, d.reason = got.functionError, got.reason
+		}
+		for _, rec := range got.failed {
+			failed[recordID(rec)] = true
+		}
+		batch, size = nil, 0
+	}
+	for _, l := range objs {
+		if size > 0 && size+l.payload > r.cfg.MaxPayload {
+			drive()
+		}
+		batch = append(batch, l.o.Payload.Records...)
+		size += l.payload
+	}
+	drive()
+	if ctx.Err() != nil {
+		return outs, ctx.Err()
+	}
+	for _, l := range objs {
+		od := driven{invocations: d.invocations, functionError: d.functionError, reason: d.reason}
+		for _, rec := range l.o.Payload.Records {
+			if failed[recordID(rec)] {
+				od.failed = append(od.failed, rec)
+			}
+		}
+		o, err := r.finish(ctx, l, od)
+		if err != nil {
+			return outs, err
+		}
+		outs = append(outs, o)
+	}
+	return outs, nil
+}
+
+// recordID names one record of a stream: its event id and sequence number.
+func recordID(rec events.DynamoDBEventRecord) string {
+	return rec.EventID + "/" + rec.Change.SequenceNumber
+}
+
+// finish marks a replayed object, after writing the remainder of its
+// records that still fail.
+func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) {
+	key, k, m, o := l.key, l.k, l.m, l.o
 	out := outcome{records: len(o.Payload.Records), failed: len(d.failed)}
 	marker := markerBody{ReplayedAt: r.cfg.Now().UTC(), Records: out.records, Succeeded: out.records - out.failed, Failed: out.failed}
 	detail := fmt.Sprintf("%d records: %d succeeded", out.records, marker.Succeeded)
@@ -314,9 +459,6 @@ type markerBody struct {
 	Records    int       `json:"records"`
 	Succeeded  int       `json:"succeeded"`
 	Failed     int       `json:"failed"`
-	// Recounted is how many counter items were recounted instead of a
-	// replay of the records (a counters batch older than its markers).
-	Recounted int `json:"recounted,omitempty"`
 	// Remainder is the key of the failure object holding what still failed.
 	Remainder string `json:"remainder,omitempty"`
 }
