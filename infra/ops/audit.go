@@ -21,10 +21,11 @@ func auditCommand(ctx context.Context, t *target.Target, args []string, e env) e
 	settle := fs.Duration("settle", defaultSettle(t), "how long a missing fact's record is given to reach the counters before the report calls it drift (above the mappings' iterator age); a repair is exact whatever it is")
 	maxWait := fs.Duration("max-wait", 2*time.Minute, "how long items whose version keeps moving across the reading of the markers are read again before they are reported unsettled")
 	segments := fs.Int("segments", 4, "parallel scan segments per table")
+	digest := fs.Bool("digest", true, "keep the archive's digest ("+audit.DigestPrefix+" in the archive bucket) and skip downloading the archive objects it knows whose facts are all marked")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, meter := newAuditor(t, e, audit.Config{Repair: *repair, Settle: *settle, MaxWait: *maxWait, Segments: *segments})
+	a, meter := newAuditor(t, e, audit.Config{Repair: *repair, Settle: *settle, MaxWait: *maxWait, Segments: *segments, NoDigest: !*digest})
 	rep, err := a.Run(ctx)
 	meter.Stop()
 	if err != nil {

@@ -19,7 +19,7 @@ func replayCommand(ctx context.Context, t *target.Target, args []string, e env) 
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(e.stdout)
 	mapping := fs.String("mapping", "", "replay only this mapping's failures (shared/wiring name)")
-	concurrency := fs.Int("concurrency", 4, "objects replayed at once")
+	concurrency := fs.Int("concurrency", 4, "units replayed at once: an object, or a run of a counters or indexer mapping's objects (the counters' runs one at a time)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

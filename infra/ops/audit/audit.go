@@ -52,10 +52,12 @@ type DB interface {
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
-// Archive is the part of the S3 client the audit uses to read the archive.
+// Archive is the part of the S3 client the audit uses to read the archive
+// (and the failure bucket), and to keep the archive's digest.
 type Archive interface {
 	ListObjectsV2(context.Context, *s3.ListObjectsV2Input, ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
 
 // Tables are the physical names of the tables the audit reads.
@@ -88,6 +90,9 @@ type Config struct {
 	Segments int
 	// Repair folds in the missing facts and corrects residuals.
 	Repair bool
+	// NoDigest reads every archive object whole and leaves the archive's
+	// digest (DigestPrefix) alone.
+	NoDigest bool
 	// Progress, when set, counts what was read.
 	Progress *progress.Meter
 	// BeforeSource, when set, runs in each round between the reading of the
@@ -162,6 +167,10 @@ type Report struct {
 	Items int
 	// Orders, ArchivedOrders and Reviews are what the source held.
 	Orders, ArchivedOrders, Reviews int
+	// ArchiveObjects is how many archive objects there are, ArchiveRead how
+	// many of them were downloaded (the others were known by the digest,
+	// their facts all marked).
+	ArchiveObjects, ArchiveRead int
 	// Markers is how many facts the counters' markers hold.
 	Markers int
 	// Missing is how many facts the source proves that no marker holds
@@ -227,6 +236,9 @@ func (r Report) Write(w io.Writer) error {
 		fmt.Fprintf(w, "audit: %d facts wait in the failure bucket (on their way, not drift): run make replay\n", r.OnTheirWay)
 	}
 	repaired := len(r.Drift) - len(r.Remaining())
+	if r.ArchiveObjects > 0 {
+		fmt.Fprintf(w, "audit: archive: %d objects, %d downloaded (the others known by the digest, their facts all marked)\n", r.ArchiveObjects, r.ArchiveRead)
+	}
 	_, err := fmt.Fprintf(w, "audit: %d items, %d orders in the table, %d archived, %d reviews, %d markers, %d rounds: %d facts missing, %d counters differ, %d repaired, %d unsettled, %d input problems\n",
 		r.Items, r.Orders, r.ArchivedOrders, r.Reviews, r.Markers, r.Rounds, r.Missing-r.OnTheirWay, len(r.Drift), repaired, len(r.Unsettled), len(r.Problems))
 	if len(r.Problems) > 0 {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -16,11 +18,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
+	"github.com/shopstream/shopstream/shared/facts"
 )
 
 func run(t *testing.T, a *audit.Auditor) audit.Report {
@@ -62,6 +67,7 @@ func TestAudit(t *testing.T) {
 		run  func(*testing.T, *fixture, []string, []string)
 	}{
 		{"AgreesAndCountsArchivedOrders", agreesAndCountsArchivedOrders},
+		{"ArchiveDigestSparesMarkedObjects", archiveDigestSparesMarkedObjects},
 		{"ArchiveDuplicatesCountOnce", archiveDuplicatesCountOnce},
 		{"RecordsInFlightAreNotDrift", recordsInFlightAreNotDrift},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
@@ -413,8 +419,109 @@ func (s failingGet) GetObject(ctx context.Context, in *s3.GetObjectInput, opts .
 
 func unreadableArchiveObjectFailsTheAudit(t *testing.T, f *fixture, us, ps []string) {
 	key := archiveKeys(t, f)[0]
-	_, err := f.auditor(audit.Config{S3: failingGet{f.sys.S3(), key}}).Run(context.Background())
+	// Without the digest: with it, an object whose facts are all marked is
+	// not downloaded at all (TestArchiveDigest).
+	_, err := f.auditor(audit.Config{S3: failingGet{f.sys.S3(), key}, NoDigest: true}).Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), key) {
 		t.Errorf("got %v, want an error naming %s", err, key)
 	}
+}
+
+// digestKeys lists the archive digest's objects.
+func digestKeys(t *testing.T, f *fixture) []string {
+	t.Helper()
+	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String(audit.DigestPrefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
+}
+
+// archiveDigestSparesMarkedObjects: a second audit downloads no archive
+// object whose facts are all marked; an object with a fact whose marker is
+// gone, one rewritten, and the objects of a day whose digest is unreadable
+// are downloaded again, and the audit's findings are what a full read finds.
+func archiveDigestSparesMarkedObjects(t *testing.T, f *fixture, us, ps []string) {
+	ctx := context.Background()
+	for _, k := range digestKeys(t, f) {
+		if _, err := f.sys.S3().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objects := archiveKeys(t, f)
+	rep := run(t, f.auditor(audit.Config{}))
+	if rep.ArchiveObjects != len(objects) || rep.ArchiveRead != len(objects) || len(digestKeys(t, f)) == 0 {
+		t.Fatalf("first audit: %d objects, %d read, digest %v; want %d, %d and a digest", rep.ArchiveObjects, rep.ArchiveRead, digestKeys(t, f), len(objects), len(objects))
+	}
+	rep = run(t, f.auditor(audit.Config{}))
+	if rep.ArchiveRead != 0 || rep.ArchivedOrders != 9 || len(rep.Drift) != 0 || rep.ExitCode() != 0 {
+		t.Errorf("second audit: %d read, %d archived, drift %+v, exit %d; want 0, 9, none, 0", rep.ArchiveRead, rep.ArchivedOrders, rep.Drift, rep.ExitCode())
+	}
+
+	// A marker deleted by hand: its fact is missing again, proven only by
+	// its archive object, which is read again; the repair is exact.
+	zr, err := gzip.NewReader(bytes.NewReader(f.get(objects[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		Item struct {
+			OrderID string `json:"orderId"`
+		} `json:"item"`
+	}
+	if err := json.NewDecoder(zr).Decode(&line); err != nil || line.Item.OrderID == "" {
+		t.Fatalf("archive line: %+v, %v", line, err)
+	}
+	placed := facts.Placed(facts.Order{OrderID: line.Item.OrderID}).Key
+	if _, err := f.sys.DynamoDB().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.tables().Markers),
+		Key: map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: placed}}}); err != nil {
+		t.Fatal(err)
+	}
+	rep = run(t, f.auditor(audit.Config{Repair: true}))
+	if rep.ArchiveRead != 1 || rep.Missing != 1 || rep.ExitCode() != 0 {
+		t.Errorf("marker deleted: %d read, %d missing, exit %d; want 1, 1, 0", rep.ArchiveRead, rep.Missing, rep.ExitCode())
+	}
+	f.checkExact()
+
+	// An object rewritten (a blank line more) is read again.
+	f.put(objects[0], gz(string(f.plain(objects[0])), ""))
+	rep = run(t, f.auditor(audit.Config{}))
+	if rep.ArchiveRead != 1 || len(rep.Drift) != 0 || rep.ExitCode() != 0 || rep.ArchivedOrders != 9 {
+		t.Errorf("after a rewrite: %d read, drift %+v, exit %d, %d archived; want 1, none, 0, 9", rep.ArchiveRead, rep.Drift, rep.ExitCode(), rep.ArchivedOrders)
+	}
+	// A day's digest that cannot be read: that day's objects are read
+	// again, the digest written anew.
+	day := audit.DigestPrefix + path.Dir(objects[len(objects)-1]) + ".json.gz"
+	inDay := 0
+	for _, k := range objects {
+		if path.Dir(k) == path.Dir(objects[len(objects)-1]) {
+			inDay++
+		}
+	}
+	f.put(day, []byte("not a digest"))
+	rep = run(t, f.auditor(audit.Config{}))
+	if rep.ArchiveRead != inDay || len(rep.Drift) != 0 || rep.ExitCode() != 0 || len(rep.Problems) != 0 {
+		t.Errorf("corrupt digest %s: %d read, drift %+v, exit %d, problems %v; want %d, none, 0, none", day, rep.ArchiveRead, rep.Drift, rep.ExitCode(), rep.Problems, inDay)
+	}
+	if rep = run(t, f.auditor(audit.Config{})); rep.ArchiveRead != 0 {
+		t.Errorf("then: %d read, want 0", rep.ArchiveRead)
+	}
+}
+
+// plain is an archive object's lines, decompressed.
+func (f *fixture) plain(key string) []byte {
+	f.t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(f.get(key)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return bytes.TrimRight(b, "\n")
 }

@@ -229,11 +229,12 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	if a.cfg.BeforeSource != nil {
 		a.cfg.BeforeSource(1)
 	}
-	src, err := a.source(ctx)
+	src, err := a.source(ctx, func(k string) bool { _, ok := m.facts[k]; return ok })
 	if err != nil {
 		return rep, err
 	}
 	rep.Orders, rep.ArchivedOrders, rep.Reviews = src.orders, src.archived+src.inTransit, src.reviews
+	rep.ArchiveObjects, rep.ArchiveRead = src.archiveObjects, src.archiveRead
 	rep.Problems = append(rep.Problems, src.problems...)
 
 	proven := src.proven

@@ -73,6 +73,7 @@ type source struct {
 	onTheirWay map[string]bool
 
 	orders, archived, reviews, inTransit int
+	archiveObjects, archiveRead          int
 	problems                             []Problem
 }
 
@@ -91,8 +92,10 @@ func (s *source) addOrder(o order) bool {
 
 // source reads the orders and reviews tables, the archive and the failure
 // bucket. It is read after the markers: a marker it is compared with was
-// written before the source was read.
-func (a *Auditor) source(ctx context.Context) (*source, error) {
+// written before the source was read. marked says whether a fact has a
+// marker (in that reading): an archive object the digest knows whose facts
+// are all marked is not downloaded.
+func (a *Auditor) source(ctx context.Context, marked func(key string) bool) (*source, error) {
 	s := &source{proven: map[string]facts.Fact{}, seen: map[string]bool{}, live: map[string]facts.Review{}, onTheirWay: map[string]bool{}}
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
@@ -153,11 +156,21 @@ func (a *Auditor) source(ctx context.Context) (*source, error) {
 	// batches of the failure bucket; if it is in none yet (on its way), its
 	// facts were marked before the markers were read, and a marked fact is
 	// never taken out.
-	objects, err := a.readArchive(ctx, newArchiveCache())
+	ar, err := a.readArchive(ctx, newArchiveCache(), marked)
 	if err != nil {
 		return nil, err
 	}
-	for _, obj := range objects {
+	s.archiveObjects, s.archiveRead = ar.listed, len(ar.objects)
+	for _, d := range ar.digested {
+		for _, o := range d.Orders {
+			// Its facts are marked: only counted, once.
+			if !s.seen[o.ID] {
+				s.seen[o.ID] = true
+				s.archived++
+			}
+		}
+	}
+	for _, obj := range ar.objects {
 		s.problems = append(s.problems, obj.problems...)
 		for _, l := range obj.lines {
 			if s.addOrder(l.order) {
@@ -203,64 +216,83 @@ type archiveCache struct {
 
 func newArchiveCache() *archiveCache { return &archiveCache{objects: map[string]*archiveObject{}} }
 
-// readArchive lists the orders archive and reads every object not read yet.
-// An object that cannot be listed or fetched fails the audit; one that cannot
-// be decompressed or parsed is kept with its problems.
-func (a *Auditor) readArchive(ctx context.Context, cache *archiveCache) ([]*archiveObject, error) {
+// archiveRead is what readArchive found.
+type archiveRead struct {
+	listed int
+	// objects were downloaded and parsed.
+	objects []*archiveObject
+	// digested are the objects known by the digest, their facts all marked.
+	digested []digestObject
+}
+
+// readArchive lists the orders archive and reads every object the digest
+// does not spare (digest.go), then writes the digest of the days that
+// changed. An object that cannot be listed or fetched fails the audit; one
+// that cannot be decompressed or parsed is kept with its problems.
+func (a *Auditor) readArchive(ctx context.Context, cache *archiveCache, marked func(string) bool) (archiveRead, error) {
+	var res archiveRead
 	prefix := tables.Orders + "/"
-	var listed []string
-	var token *string
-	for {
-		out, err := a.cfg.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
-			Bucket: aws.String(a.cfg.Bucket), Prefix: aws.String(prefix), ContinuationToken: token,
-		})
+	var listed []listedObject
+	p := s3.NewListObjectsV2Paginator(a.cfg.S3, &s3.ListObjectsV2Input{Bucket: aws.String(a.cfg.Bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list archive s3://%s/%s: %w", a.cfg.Bucket, prefix, err)
+			return res, fmt.Errorf("list archive s3://%s/%s: %w", a.cfg.Bucket, prefix, err)
 		}
-		for _, o := range out.Contents {
-			listed = append(listed, aws.ToString(o.Key))
+		for _, o := range page.Contents {
+			listed = append(listed, listedObject{key: aws.ToString(o.Key), etag: etagOf(o.ETag), size: aws.ToInt64(o.Size)})
 		}
-		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			break
-		}
-		token = out.NextContinuationToken
 	}
-	sort.Strings(listed)
-	var todo []string
+	sort.Slice(listed, func(i, j int) bool { return listed[i].key < listed[j].key })
+	res.listed = len(listed)
+	var digest map[string]digestObject
+	if !a.cfg.NoDigest {
+		var err error
+		if digest, err = a.readDigest(ctx, prefix); err != nil {
+			return res, err
+		}
+	}
+	now := map[string]digestObject{}
+	var todo []listedObject
 	cache.mu.Lock()
-	for _, k := range listed {
-		if cache.objects[k] == nil {
-			todo = append(todo, k)
+	for _, l := range listed {
+		if d, ok := digest[l.key]; ok && d.ETag == l.etag && d.Size == l.size && allMarked(d, marked) {
+			res.digested = append(res.digested, d)
+			now[l.key] = d
+			continue
+		}
+		if cache.objects[l.key] == nil {
+			todo = append(todo, l)
 		}
 	}
 	cache.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan string)
+	work := make(chan listedObject)
 	var first error
 	var once sync.Once
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			for k := range work {
-				obj, err := a.readObject(ctx, k)
+			for l := range work {
+				obj, err := a.readObject(ctx, l.key)
 				if err != nil {
 					once.Do(func() { first = err })
 					cancel()
 					continue
 				}
 				cache.mu.Lock()
-				cache.objects[k] = obj
+				cache.objects[l.key] = obj
 				cache.mu.Unlock()
 				a.cfg.Progress.Add("archive objects read", 1)
 			}
 		})
 	}
 feed:
-	for _, k := range todo {
+	for _, l := range todo {
 		select {
-		case work <- k:
+		case work <- l:
 		case <-ctx.Done():
 			break feed
 		}
@@ -268,16 +300,41 @@ feed:
 	close(work)
 	wg.Wait()
 	if first != nil {
-		return nil, first
+		return res, first
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return res, err
 	}
-	out := make([]*archiveObject, 0, len(listed))
-	for _, k := range listed {
-		out = append(out, cache.objects[k])
+	for _, l := range listed {
+		obj := cache.objects[l.key]
+		if obj == nil {
+			continue // known by the digest
+		}
+		res.objects = append(res.objects, obj)
+		if len(obj.problems) == 0 {
+			now[l.key] = digestOf(l, obj)
+		}
 	}
-	return out, nil
+	if !a.cfg.NoDigest {
+		if err := a.writeDigest(ctx, digest, now, listed); err != nil {
+			// The digest is a cache: the audit stands without it.
+			a.cfg.Progress.Note("archive digest not kept: %v", err)
+		}
+	}
+	return res, nil
+}
+
+// allMarked reports whether every fact a digest entry names has a marker.
+func allMarked(d digestObject, marked func(string) bool) bool {
+	if marked == nil {
+		return false
+	}
+	for _, k := range d.factKeys() {
+		if !marked(k) {
+			return false
+		}
+	}
+	return true
 }
 
 // maxLine bounds one archive line: an item is at most 400 KB, its JSON a
