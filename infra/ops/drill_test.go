@@ -28,6 +28,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -308,6 +309,9 @@ func (d *drill) archived() map[string][]string {
 		}
 		for _, o := range page.Contents {
 			key := aws.ToString(o.Key)
+			if strings.HasPrefix(key, audit.DigestPrefix) {
+				continue // the audit's digest, not archived items
+			}
 			zr, err := gzip.NewReader(bytes.NewReader(d.get(bucket, key)))
 			if err != nil {
 				d.t.Fatalf("archive object %s: %v", key, err)
