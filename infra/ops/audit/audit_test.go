@@ -43,9 +43,15 @@ func run(t *testing.T, a *audit.Auditor) audit.Report {
 }
 
 // archiveKeys lists the orders archive.
-func archiveKeys(t *testing.T, f *fixture) []string {
+func archiveKeys(t *testing.T, f *fixture) []string { return listKeys(t, f, "orders/") }
+
+// digestKeys lists the archive digest's objects.
+func digestKeys(t *testing.T, f *fixture) []string { return listKeys(t, f, audit.DigestPrefix) }
+
+// listKeys lists the archive bucket's keys under prefix.
+func listKeys(t *testing.T, f *fixture, prefix string) []string {
 	t.Helper()
-	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String("orders/")})
+	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String(prefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,20 +431,6 @@ func unreadableArchiveObjectFailsTheAudit(t *testing.T, f *fixture, us, ps []str
 	if err == nil || !strings.Contains(err.Error(), key) {
 		t.Errorf("got %v, want an error naming %s", err, key)
 	}
-}
-
-// digestKeys lists the archive digest's objects.
-func digestKeys(t *testing.T, f *fixture) []string {
-	t.Helper()
-	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String(audit.DigestPrefix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, o := range out.Contents {
-		keys = append(keys, aws.ToString(o.Key))
-	}
-	return keys
 }
 
 // archiveDigestSparesMarkedObjects: a second audit downloads no archive
