@@ -197,6 +197,7 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 	objects := len(d.objects(failures.Prefix))
 
 	// A replay killed half-way: the third invocation's answer never arrives.
+	// One object per invocation (Coalesce 1), so that two objects are done.
 	tg, err := target.Resolve(ctx, d.getenv())
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 	killed, kill := context.WithCancel(ctx)
 	defer kill()
 	var calls atomic.Int32
-	_, err = replay.Run(killed, replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Concurrency: 1,
+	_, err = replay.Run(killed, replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Concurrency: 1, Coalesce: 1,
 		Invoker: invokerFunc(func(ctx context.Context, fn string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 			resp, err := inv.Invoke(ctx, fn, ev)
 			if calls.Add(1) == 3 {
