@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
 	"sync"
@@ -16,19 +17,135 @@ import (
 	"github.com/shopstream/shopstream/shared/facts"
 )
 
-// markers is one reading of the marker table.
+// markers is one reading of the marker table, held compactly: the audit of
+// a stage reads tens of millions of markers, and a decoded marker with its
+// effects takes about 2 KB. What the audit needs of them is which facts are
+// marked, the sum of the marked effects per counter item, and, for review
+// facts, enough to derive the other side of a pair (reviewFacts).
 type markers struct {
-	facts map[string]facts.Fact
+	// keys are the marked facts, by a hash of their key (128 bits of
+	// SHA-256: 16 bytes where a key takes 40 to 90).
+	keys map[keyHash]struct{}
+	// sums are the marked facts' effects, summed per counter item.
+	sums map[Item]map[string]int64
+	// reviews are the review facts' markers whose effects are a review's
+	// (reviewSide); odd holds, whole, any other review marker.
+	reviews map[string]reviewSide
+	odd     map[string]facts.Effects
 	// legacy markers are keyed by stream event and hold no effects (written
 	// before markers were keyed by fact): they account for nothing, and the
 	// residual of their items is what they counted.
 	legacy int
 }
 
+func newMarkers() markers {
+	return markers{keys: map[keyHash]struct{}{}, sums: map[Item]map[string]int64{},
+		reviews: map[string]reviewSide{}, odd: map[string]facts.Effects{}}
+}
+
+// keyHash names a fact in markers.keys.
+type keyHash [16]byte
+
+func hashKey(k string) keyHash {
+	sum := sha256.Sum256([]byte(k))
+	return keyHash(sum[:16])
+}
+
+// has reports whether the fact with key k is marked.
+func (m markers) has(k string) bool {
+	_, ok := m.keys[hashKey(k)]
+	return ok
+}
+
+// add takes in one marker of a fact.
+func (m markers) add(f facts.Fact) {
+	h := hashKey(f.Key)
+	if _, ok := m.keys[h]; ok {
+		return
+	}
+	m.keys[h] = struct{}{}
+	for it, cs := range f.Effects {
+		c := m.sums[it]
+		if c == nil {
+			c = map[string]int64{}
+			m.sums[it] = c
+		}
+		for name, n := range cs {
+			c[name] += n
+		}
+	}
+	if k, ok := facts.ParseReviewKey(f.Key); ok {
+		if s, ok := compactReview(k, f.Effects); ok {
+			m.reviews[f.Key] = s
+		} else {
+			m.odd[f.Key] = f.Effects
+		}
+	}
+}
+
+// effects returns a review fact marker's effects.
+func (m markers) effects(key string) facts.Effects {
+	if s, ok := m.reviews[key]; ok {
+		k, _ := facts.ParseReviewKey(key)
+		return s.effects(k.In)
+	}
+	return m.odd[key]
+}
+
+// reviewSide is a review fact's marker whose effects are those of facts.In
+// (or facts.Out) of a review by user of product with rating.
+type reviewSide struct {
+	user, product string
+	rating        int64
+}
+
+func sign(in bool) int64 {
+	if in {
+		return 1
+	}
+	return -1
+}
+
+// compactReview reads a review fact's effects as a reviewSide, when they have
+// that shape.
+func compactReview(k facts.ReviewKey, e facts.Effects) (reviewSide, bool) {
+	sg := sign(k.In)
+	var s reviewSide
+	users, products := 0, 0
+	for it, cs := range e {
+		switch it.Kind {
+		case facts.User:
+			if len(cs) != 1 || cs["reviewCount"] != sg {
+				return s, false
+			}
+			s.user = it.ID
+			users++
+		case facts.Product:
+			if len(cs) != 2 || cs["reviewCount"] != sg || cs["ratingTotal"]*sg < 1 {
+				return s, false
+			}
+			s.product, s.rating = it.ID, cs["ratingTotal"]*sg
+			products++
+		default:
+			return s, false
+		}
+	}
+	return s, users == 1 && products == 1
+}
+
+func (s reviewSide) effects(in bool) facts.Effects {
+	sg := sign(in)
+	e := facts.Effects{}
+	e.Add(Item{Kind: facts.User, ID: s.user}, "reviewCount", sg)
+	e.Add(Item{Kind: facts.Product, ID: s.product}, "reviewCount", sg)
+	e.Add(Item{Kind: facts.Product, ID: s.product}, "ratingTotal", sg*s.rating)
+	return e
+}
+
 // readMarkers scans the marker table with strongly consistent reads: every
 // marker committed before the scan is in it.
 func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
-	m := markers{facts: map[string]facts.Fact{}}
+	m := newMarkers()
 	var mu sync.Mutex
 	var problems []Problem
 	err := scan.Table(ctx, a.cfg.DB, scan.Input{Table: a.cfg.Tables.Markers, Segments: a.cfg.Segments, Consistent: true},
@@ -43,7 +160,7 @@ func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
 				case f.Effects == nil:
 					m.legacy++
 				default:
-					m.facts[f.Key] = f
+					m.add(f)
 				}
 			}
 			a.cfg.Progress.Add("markers read", int64(len(items)))
@@ -97,13 +214,13 @@ func (a *Auditor) present(ctx context.Context, keys []string) (map[string]bool, 
 // table, was counted in and taken out: a pair that sums to nothing. When a
 // marker holds one side of such a pair, the other side is proven, with the
 // opposite effects.
-func reviewFacts(m map[string]facts.Fact, live map[string]facts.Review) map[string]facts.Fact {
-	type sides struct{ in, out *facts.Fact }
+func reviewFacts(m markers, live map[string]facts.Review) map[string]facts.Fact {
+	type sides struct{ in, out string }
 	byInstance := map[string]map[int64]*sides{}
-	for key, f := range m {
+	note := func(key string) {
 		k, ok := facts.ParseReviewKey(key)
 		if !ok {
-			continue
+			return
 		}
 		vs := byInstance[k.Instance]
 		if vs == nil {
@@ -116,10 +233,16 @@ func reviewFacts(m map[string]facts.Fact, live map[string]facts.Review) map[stri
 			vs[k.Version] = s
 		}
 		if k.In {
-			s.in = &f
+			s.in = key
 		} else {
-			s.out = &f
+			s.out = key
 		}
+	}
+	for key := range m.reviews {
+		note(key)
+	}
+	for key := range m.odd {
+		note(key)
 	}
 	out := map[string]facts.Fact{}
 	for _, r := range live {
@@ -133,10 +256,10 @@ func reviewFacts(m map[string]facts.Fact, live map[string]facts.Review) map[stri
 				continue // the live version (in, above), or a later one the table did not show yet
 			}
 			switch {
-			case s.in != nil && s.out == nil:
-				out[facts.OutKey(instance, v)] = facts.Fact{Key: facts.OutKey(instance, v), Effects: s.in.Effects.Negated()}
-			case s.out != nil && s.in == nil:
-				out[facts.InKey(instance, v)] = facts.Fact{Key: facts.InKey(instance, v), Effects: s.out.Effects.Negated()}
+			case s.in != "" && s.out == "":
+				out[facts.OutKey(instance, v)] = facts.Fact{Key: facts.OutKey(instance, v), Effects: m.effects(s.in).Negated()}
+			case s.out != "" && s.in == "":
+				out[facts.InKey(instance, v)] = facts.Fact{Key: facts.InKey(instance, v), Effects: m.effects(s.out).Negated()}
 			}
 		}
 	}
@@ -154,22 +277,7 @@ type judgement struct {
 // reading after the markers cannot be judged on this one: they are returned
 // as moved.
 func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m markers) (map[Item]judgement, map[Item]bool, error) {
-	marked := map[Item]map[string]int64{}
-	for _, f := range m.facts {
-		for it, cs := range f.Effects {
-			if _, ok := before[it]; !ok {
-				continue
-			}
-			c := marked[it]
-			if c == nil {
-				c = map[string]int64{}
-				marked[it] = c
-			}
-			for name, n := range cs {
-				c[name] += n
-			}
-		}
-	}
+	marked := m.sums
 	out := map[Item]judgement{}
 	suspects := map[Item]bool{}
 	for it, r := range before {
@@ -229,7 +337,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	if a.cfg.BeforeSource != nil {
 		a.cfg.BeforeSource(1)
 	}
-	src, err := a.source(ctx, func(k string) bool { _, ok := m.facts[k]; return ok })
+	src, err := a.source(ctx, m.has)
 	if err != nil {
 		return rep, err
 	}
@@ -238,12 +346,12 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	rep.Problems = append(rep.Problems, src.problems...)
 
 	proven := src.proven
-	for k, f := range reviewFacts(m.facts, src.live) {
+	for k, f := range reviewFacts(m, src.live) {
 		proven[k] = f
 	}
 	var missing []facts.Fact
 	for k, f := range proven {
-		if _, ok := m.facts[k]; !ok && touches(f, only) {
+		if !m.has(k) && touches(f, only) {
 			missing = append(missing, f)
 		}
 	}
@@ -312,7 +420,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 		moved = mv
 	}
 	rep.Unsettled = sortedItems(moved)
-	rep.Markers = len(m.facts)
+	rep.Markers = len(m.keys)
 
 	// A missing fact's record may be on its way through the stream: given
 	// Settle, it is no longer missing. Whatever the wait, a repair stays
@@ -412,7 +520,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 func (a *Auditor) stillMissing(_ context.Context, missing []facts.Fact, m markers) []facts.Fact {
 	kept := missing[:0]
 	for _, f := range missing {
-		if _, ok := m.facts[f.Key]; !ok {
+		if !m.has(f.Key) {
 			kept = append(kept, f)
 		}
 	}
