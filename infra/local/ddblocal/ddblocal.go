@@ -21,6 +21,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,6 +53,9 @@ type Process struct {
 	endpoint string
 	done     chan struct{}
 	waitErr  error
+	// out reads the JVM's output, and in it the launcher's report that the
+	// stream records are indexed (launcher/LoopbackLauncher.java).
+	out *logWriter
 }
 
 // DefaultInstallDir is where DynamoDB Local is installed when Options.InstallDir
@@ -228,7 +233,7 @@ func start(ctx context.Context, opts Options, jarDir, classDir string) (*Process
 		return nil, fmt.Errorf("start dynamodb local (Java 17 is required): %w", err)
 	}
 	stdin.Close() // the JVM has its copy
-	p := &Process{cmd: cmd, parent: parent, endpoint: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	p := &Process{cmd: cmd, parent: parent, endpoint: "http://127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{}), out: out}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
@@ -236,6 +241,14 @@ func start(ctx context.Context, opts Options, jarDir, classDir string) (*Process
 	if err := p.waitReady(ctx, 60*time.Second); err != nil {
 		p.Close()
 		return nil, err
+	}
+	// The launcher reports the index before it serves; its line may still
+	// be in the pipe.
+	for wait := 0; !p.StreamRecordsIndexed() && wait < 20; wait++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !p.StreamRecordsIndexed() {
+		opts.Logger.Warn("dynamodb local: stream records are not indexed; writes to tables with streams slow down as the streams fill")
 	}
 	return p, nil
 }
@@ -306,11 +319,33 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-type logWriter struct{ logger *slog.Logger }
+// StreamRecordsIndexed reports whether the launcher indexed DynamoDB Local's
+// stream records by stream and shard. Without the index every write to a
+// table with a stream scans all streams' records, and the stack slows as its
+// streams fill.
+func (p *Process) StreamRecordsIndexed() bool { return p.out.indexed.Load() }
+
+// indexedLine is what the launcher prints once the index is made.
+const indexedLine = "shopstream: stream records indexed"
+
+type logWriter struct {
+	logger  *slog.Logger
+	mu      sync.Mutex
+	indexed atomic.Bool
+}
 
 func (w *logWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		if len(line) > 0 {
+		switch {
+		case len(line) == 0:
+		case string(bytes.TrimSpace(line)) == indexedLine:
+			w.indexed.Store(true)
+			w.logger.Debug("dynamodb local", "line", string(line))
+		case bytes.HasPrefix(line, []byte("shopstream: ")):
+			w.logger.Warn("dynamodb local", "line", string(line))
+		default:
 			w.logger.Debug("dynamodb local", "line", string(line))
 		}
 	}

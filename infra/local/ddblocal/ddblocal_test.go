@@ -16,6 +16,26 @@ import (
 	"github.com/shopstream/shopstream/infra/local/ddblocal"
 )
 
+// TestStreamRecordsIndexed starts DynamoDB Local and finds its stream
+// records indexed by the launcher: without the index each write to a table
+// with a stream scans every stream's records (docs/local-stack.md).
+func TestStreamRecordsIndexed(t *testing.T) {
+	for _, dataDir := range []string{"", t.TempDir()} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		p, err := ddblocal.Start(ctx, ddblocal.Options{DataDir: dataDir})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.StreamRecordsIndexed() {
+			t.Errorf("data dir %q: stream records not indexed", dataDir)
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // TestListensOnLoopbackOnly starts DynamoDB Local and finds its port closed
 // on every address of the machine but 127.0.0.1 (CONTRACT §1): a request to
 // a non-loopback address would reach the tables past the front.

@@ -1,4 +1,12 @@
+import com.almworks.sqlite4java.SQLiteConnection;
+import com.almworks.sqlite4java.SQLiteJob;
+import com.almworks.sqlite4java.SQLiteQueue;
 import java.lang.reflect.Field;
+import java.lang.reflect.Modifier;
+import java.util.ArrayDeque;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
 
 /**
  * Starts DynamoDB Local as its own ServerRunner does, but with its Jetty
@@ -7,6 +15,14 @@ import java.lang.reflect.Field;
  * ends: the stack holds the other end of that pipe, and the operating system
  * closes it when the stack dies in any way, on every OS (Linux's parent-death
  * signal has no macOS equivalent).
+ *
+ * Before it serves, it indexes the table that holds every stream's records by
+ * stream and by shard. DynamoDB Local keys that table by sequence number alone
+ * and, on every write to a table with a stream, looks up the stream's oldest
+ * record with a scan of all streams' records: each write costs time in
+ * proportion to every record of the last 24 hours, of all tables, and a load
+ * slows as it goes. DynamoDB Streams has no such cost, so the index makes the
+ * emulation more like AWS, not kinder; it changes no answer.
  */
 public class LoopbackLauncher {
     public static void main(String[] args) throws Exception {
@@ -34,7 +50,94 @@ public class LoopbackLauncher {
         for (Object connector : connectors) {
             connector.getClass().getMethod("setHost", String.class).invoke(connector, "127.0.0.1");
         }
+        indexStreamRecords(proxy);
         proxy.getClass().getMethod("start").invoke(proxy);
         proxy.getClass().getMethod("join").invoke(proxy);
+    }
+
+    /** The line the stack reads to know the stream records are indexed. */
+    static final String INDEXED = "shopstream: stream records indexed";
+
+    static void indexStreamRecords(Object root) {
+        // The request handler opens the database on its first request; ask it
+        // for its (shared) database now, as a request would.
+        Object handler = find(root, o -> o.getClass().getName().endsWith(".LocalDynamoDBRequestHandler"));
+        if (handler != null) {
+            try {
+                java.lang.reflect.Method get = handler.getClass().getDeclaredMethod("getHandler", String.class);
+                get.setAccessible(true);
+                get.invoke(handler, "shopstream");
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                System.err.println("shopstream: cannot open the database early: " + e);
+            }
+        }
+        SQLiteQueue queue = (SQLiteQueue) find(handler == null ? root : handler, o -> o instanceof SQLiteQueue);
+        if (queue == null) {
+            System.err.println("shopstream: no SQLite queue found; stream records left unindexed");
+            return;
+        }
+        try {
+            queue.execute(new SQLiteJob<Object>() {
+                @Override
+                protected Object job(SQLiteConnection db) throws Throwable {
+                    db.exec("CREATE INDEX IF NOT EXISTS \"us*stream\" ON us (StreamID, SequenceNumber)");
+                    db.exec("CREATE INDEX IF NOT EXISTS \"us*shard\" ON us (ShardID, SequenceNumber)");
+                    return null;
+                }
+            }).complete();
+            System.out.println(INDEXED);
+        } catch (RuntimeException e) {
+            System.err.println("shopstream: stream records left unindexed: " + e);
+        }
+    }
+
+    /** find walks the server's objects, outside the JDK's, to the first that is wanted. */
+    static Object find(Object root, java.util.function.Predicate<Object> wanted) {
+        Set<Object> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        ArrayDeque<Object> todo = new ArrayDeque<>();
+        todo.add(root);
+        while (!todo.isEmpty()) {
+            Object o = todo.poll();
+            if (wanted.test(o)) {
+                return o;
+            }
+            if (!seen.add(o) || seen.size() > 100000) {
+                continue;
+            }
+            for (Class<?> c = o.getClass(); c != null && !jdk(c); c = c.getSuperclass()) {
+                for (Field f : c.getDeclaredFields()) {
+                    if (Modifier.isStatic(f.getModifiers()) || f.getType().isPrimitive()) {
+                        continue;
+                    }
+                    try {
+                        f.setAccessible(true);
+                        Object v = f.get(o);
+                        if (v != null && (v instanceof SQLiteQueue || !jdk(v.getClass()))) {
+                            todo.add(v);
+                        } else if (v instanceof Iterable) {
+                            for (Object e : (Iterable<?>) v) {
+                                if (e != null) {
+                                    todo.add(e);
+                                }
+                            }
+                        } else if (v instanceof java.util.Map) {
+                            for (Object e : ((java.util.Map<?, ?>) v).values()) {
+                                if (e != null) {
+                                    todo.add(e);
+                                }
+                            }
+                        }
+                    } catch (RuntimeException | IllegalAccessException e) {
+                        // A field the module system keeps closed: not a way to the queue.
+                    }
+                }
+            }
+        }
+        return null;
+    }
+
+    static boolean jdk(Class<?> c) {
+        String n = c.getName();
+        return c.isArray() || n.startsWith("java.") || n.startsWith("javax.") || n.startsWith("jdk.") || n.startsWith("sun.");
     }
 }
