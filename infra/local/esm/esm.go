@@ -136,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Poller, error) {
 		if !ok {
 			return nil, fmt.Errorf("mapping %s: no function %q", m.Name, m.Function)
 		}
-		r := &runner{p: p, m: m, fn: fn, shards: map[string]*shard{}, log: cfg.Logger.With("mapping", m.Name)}
+		r := &runner{p: p, m: m, fn: fn, shards: map[string]*shard{}, relist: make(chan struct{}, 1), log: cfg.Logger.With("mapping", m.Name)}
 		for _, f := range m.Filters {
 			pat, err := parsePattern(f)
 			if err != nil {
