@@ -33,6 +33,8 @@ type fakeStream struct {
 	getRecordsErr func(shard string, pos int) error
 	// iteratorErr, when set, may fail a GetShardIterator call on a shard.
 	iteratorErr func(shard string) error
+	// describes and reads count DescribeStream and GetRecords calls.
+	describes, reads int
 }
 
 type fakeShard struct {
@@ -96,6 +98,7 @@ func (f *fakeStream) DescribeTable(_ context.Context, in *dynamodb.DescribeTable
 func (f *fakeStream) DescribeStream(_ context.Context, in *dynamodbstreams.DescribeStreamInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.describes++
 	var list []streamtypes.Shard
 	for _, s := range f.shards {
 		if s.unlisted {
@@ -176,6 +179,7 @@ func (f *fakeStream) iterator(s *fakeShard, pos int) string {
 func (f *fakeStream) GetRecords(_ context.Context, in *dynamodbstreams.GetRecordsInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	it, ok := f.iters[aws.ToString(in.ShardIterator)]
 	if !ok {
 		return nil, &streamtypes.ExpiredIteratorException{Message: aws.String("Iterator expired")}

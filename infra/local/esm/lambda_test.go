@@ -264,6 +264,36 @@ func TestChildWaitsForItsParentUnlessTheParentLeaves(t *testing.T) {
 	}
 }
 
+// TestShardsListedLessOftenThanRead: a mapping reads its open shard on every
+// poll but lists the stream's shards every listEvery polls, as Lambda does
+// not describe a stream four times a second; a shard read to its end has its
+// children found without waiting for the next listing.
+func TestShardsListedLessOftenThanRead(t *testing.T) {
+	fs := newFakeStream()
+	open := fs.shard("shard-1", "")
+	fs.put(open, "a1")
+	f := &fn{}
+	startFake(t, fs, fakeMapping("cadence"), f, Config{})
+	waitFor(t, "the first record", func() bool { return f.delivered()["a1"] == 1 })
+	var describes, reads int
+	waitFor(t, "forty polls", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		describes, reads = fs.describes, fs.reads
+		return reads >= 40
+	})
+	// Lambda's pace: about one listing a second for four reads a second.
+	if describes < 2 || describes > reads/4+2 {
+		t.Errorf("%d listings for %d reads of the shard; want about one every 4 polls", describes, reads)
+	}
+
+	// The open shard closes; its child appears only in later listings.
+	fs.set(func() { open.closed = true })
+	child := fs.shard("shard-2", "shard-1")
+	fs.put(child, "b1")
+	waitFor(t, "the child's record", func() bool { return f.delivered()["b1"] == 1 })
+}
+
 // TestPositionOlderThanTheStreamResumesAtTheOldest: a saved checkpoint whose
 // following records were trimmed resumes at the oldest record left, and the
 // log says how many records were lost.
