@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -114,9 +115,34 @@ func BenchmarkReplayBacklog(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(replayed)/took.Seconds(), "records/s")
-	var u user
-	d.api(200, "GET", "/users/u000", "u000", nil, &u)
-	if u.OrderCount != records/users {
-		b.Errorf("u000 after the replays: got %+v, want %d orders", u, records/users)
+	// Exact after every replay, the repeated ones included: each user's and
+	// each product's counters as the backlog's orders make them.
+	units := map[string]int64{}
+	for i := range records {
+		units[fmt.Sprintf("p%03d", (i*7+i/users)%products)] += 2
+	}
+	for i := range users {
+		id := fmt.Sprintf("u%03d", i)
+		var u user
+		d.api(200, "GET", "/users/"+id, id, nil, &u)
+		if u.OrderCount != records/users || u.LifetimeSpendCents != 500*records/users {
+			b.Errorf("%s after the replays: got %+v, want %d orders, %d¢", id, u, records/users, 500*records/users)
+		}
+	}
+	for i := range products {
+		id := fmt.Sprintf("p%03d", i)
+		// The bench's products are bare items, not the API's: read the table.
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.prefix + tables.Products), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: id}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var p product
+		if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
+			b.Fatal(err)
+		}
+		if p.UnitsSold != units[id] {
+			b.Errorf("%s after the replays: %d units sold, want %d", id, p.UnitsSold, units[id])
+		}
 	}
 }
