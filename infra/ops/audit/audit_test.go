@@ -26,6 +26,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/shared/facts"
+	"github.com/shopstream/shopstream/shared/failures"
 )
 
 func run(t *testing.T, a *audit.Auditor) audit.Report {
@@ -74,6 +75,7 @@ func TestAudit(t *testing.T) {
 	}{
 		{"AgreesAndCountsArchivedOrders", agreesAndCountsArchivedOrders},
 		{"ArchiveDigestSparesMarkedObjects", archiveDigestSparesMarkedObjects},
+		{"SealedArchiveDaysAreNotListed", sealedArchiveDaysAreNotListed},
 		{"ArchiveDuplicatesCountOnce", archiveDuplicatesCountOnce},
 		{"RecordsInFlightAreNotDrift", recordsInFlightAreNotDrift},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
@@ -501,6 +503,102 @@ func archiveDigestSparesMarkedObjects(t *testing.T, f *fixture, us, ps []string)
 	}
 	if rep = run(t, f.auditor(audit.Config{})); rep.ArchiveRead != 0 {
 		t.Errorf("then: %d read, want 0", rep.ArchiveRead)
+	}
+}
+
+// listings counts the listings of an archive bucket's orders and keeps the
+// last one's StartAfter.
+type listings struct {
+	audit.Archive
+	bucket     string
+	mu         sync.Mutex
+	n          int
+	startAfter string
+}
+
+func (l *listings) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, o ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	if aws.ToString(in.Bucket) == l.bucket && aws.ToString(in.Prefix) == "orders/" {
+		l.mu.Lock()
+		l.n++
+		l.startAfter = aws.ToString(in.StartAfter)
+		l.mu.Unlock()
+	}
+	return l.Archive.ListObjectsV2(ctx, in, o...)
+}
+
+// sealedArchiveDaysAreNotListed: the archive's objects copied under two
+// days of January, and one left under today. The first audit lists them all
+// and seals the days up to three days ago; the next lists only after the
+// seal and still counts every object (the sealed days' from the digest). An
+// object put by hand into a sealed day is not seen; a failure object
+// discarded the next day moves the seal back before it, and it is.
+func sealedArchiveDaysAreNotListed(t *testing.T, f *fixture, us, ps []string) {
+	ctx := context.Background()
+	c := f.sys.S3()
+	const bucket, failuresBucket = "sealed-archive", "sealed-failures"
+	for _, b := range []string{bucket, failuresBucket} {
+		if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objects := archiveKeys(t, f)
+	if len(objects) == 0 {
+		t.Fatal("no archive object")
+	}
+	put := func(b, key string, body []byte) {
+		t.Helper()
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range objects {
+		for day := 1; day <= 2; day++ { // the same orders: they count once
+			put(bucket, fmt.Sprintf("orders/year=2026/month=01/day=%02d/%s", day, path.Base(k)), f.get(k))
+		}
+	}
+	put(bucket, objects[0], f.get(objects[0])) // and one under today
+	total := 2*len(objects) + 1
+	l := &listings{Archive: c, bucket: bucket}
+	auditor := func() *audit.Auditor {
+		return f.auditor(audit.Config{Bucket: bucket, S3: l, FailureBucket: failuresBucket})
+	}
+	check := func(when string, rep audit.Report, objects int, startAfter string) {
+		t.Helper()
+		if rep.ExitCode() != 0 || len(rep.Drift) != 0 || rep.ArchivedOrders != 9 || rep.ArchiveObjects != objects || l.startAfter != startAfter {
+			t.Errorf("%s: exit %d, drift %+v, %d archived, %d objects, listed after %q; want 0, none, 9, %d, after %q",
+				when, rep.ExitCode(), rep.Drift, rep.ArchivedOrders, rep.ArchiveObjects, l.startAfter, objects, startAfter)
+		}
+	}
+	rep := run(t, auditor())
+	check("first audit", rep, total, "")
+	sealed := "orders/" + time.Now().UTC().AddDate(0, 0, -3).Format("year=2006/month=01/day=02")
+	if now := time.Now().UTC(); now.Hour() == 0 || now.Hour() == 23 {
+		sealed = "" // S3's day and ours may differ: check only that a seal was set
+	}
+	rep = run(t, auditor())
+	if sealed != "" {
+		check("second audit", rep, total, sealed+"0")
+	} else if l.startAfter == "" {
+		t.Errorf("second audit listed everything, want only the days after the seal")
+	}
+	if rep.ArchiveRead != 0 {
+		t.Errorf("second audit: %d objects downloaded, want 0", rep.ArchiveRead)
+	}
+
+	// By hand into a sealed day: not listed.
+	put(bucket, "orders/year=2026/month=01/day=01/by-hand.jsonl.gz", f.get(objects[0]))
+	rep = run(t, auditor())
+	if rep.ArchiveObjects != total {
+		t.Errorf("an object put into a sealed day: %d objects, want %d (not listed)", rep.ArchiveObjects, total)
+	}
+	// A failure object discarded on January 2 (its records may be of
+	// January 1): the seal moves back and the days are listed again.
+	key := failures.NewKey(failures.LocalMappingID("orders-archiver"), "shardId-1", time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)).String()
+	put(failuresBucket, key, []byte("{}"))
+	run(t, auditor()) // moves the seal back (the failure object is a problem of its own)
+	rep = run(t, auditor())
+	if rep.ArchiveObjects != total+1 || l.startAfter != "orders/year=2025/month=12/day=300" {
+		t.Errorf("with a failure object of January 2: %d objects, listed after %q; want %d, after the seal of December 30", rep.ArchiveObjects, l.startAfter, total+1)
 	}
 }
 

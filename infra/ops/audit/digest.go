@@ -81,20 +81,22 @@ func digestKey(archiveKey string) string {
 
 // readDigest reads every digest object under DigestPrefix for the table
 // prefix. A digest object that cannot be read or parsed is ignored (its
-// day's objects are read whole, and the day's digest written again).
-func (a *Auditor) readDigest(ctx context.Context, prefix string) (map[string]digestObject, error) {
+// day's objects are read whole, and the day's digest written again); whole
+// is false then.
+func (a *Auditor) readDigest(ctx context.Context, prefix string) (_ map[string]digestObject, whole bool, _ error) {
 	var keys []string
 	p := s3.NewListObjectsV2Paginator(a.cfg.S3, &s3.ListObjectsV2Input{Bucket: aws.String(a.cfg.Bucket), Prefix: aws.String(DigestPrefix + prefix)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list archive digest: %w", err)
+			return nil, false, fmt.Errorf("list archive digest: %w", err)
 		}
 		for _, o := range page.Contents {
 			keys = append(keys, aws.ToString(o.Key))
 		}
 	}
 	out := map[string]digestObject{}
+	whole = true
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	work := make(chan string)
@@ -104,6 +106,9 @@ func (a *Auditor) readDigest(ctx context.Context, prefix string) (map[string]dig
 				day, err := a.getDigestDay(ctx, k)
 				if err != nil {
 					a.cfg.Progress.Note("archive digest %s ignored: %v", k, err)
+					mu.Lock()
+					whole = false
+					mu.Unlock()
 					continue
 				}
 				mu.Lock()
@@ -123,9 +128,9 @@ func (a *Auditor) readDigest(ctx context.Context, prefix string) (map[string]dig
 	close(work)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return out, whole, nil
 }
 
 func (a *Auditor) getDigestDay(ctx context.Context, key string) (digestDay, error) {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -232,8 +233,36 @@ type archiveRead struct {
 func (a *Auditor) readArchive(ctx context.Context, cache *archiveCache, marked func(string) bool) (archiveRead, error) {
 	var res archiveRead
 	prefix := tables.Orders + "/"
+	var digest map[string]digestObject
+	// through is the last sealed day (sealed.go): the days up to it are
+	// known by the digest and not listed.
+	var through string
+	var clock time.Time
+	var discarded []time.Time
+	canSeal := false
+	if !a.cfg.NoDigest {
+		var whole bool
+		var err error
+		if digest, whole, err = a.readDigest(ctx, prefix); err != nil {
+			return res, err
+		}
+		if whole {
+			through = a.readSeal(ctx, prefix)
+		}
+		// S3's time first, then the failure bucket, then the listing.
+		if clock, err = a.s3Now(ctx); err != nil {
+			a.cfg.Progress.Note("archive days not sealed: %v", err)
+		} else if discarded, canSeal, err = a.discardTimes(ctx); err != nil {
+			return res, err
+		}
+	}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(a.cfg.Bucket), Prefix: aws.String(prefix)}
+	if through != "" {
+		// After every key of the day's folder: "0" sorts after "/".
+		in.StartAfter = aws.String(prefix + through + "0")
+	}
 	var listed []listedObject
-	p := s3.NewListObjectsV2Paginator(a.cfg.S3, &s3.ListObjectsV2Input{Bucket: aws.String(a.cfg.Bucket), Prefix: aws.String(prefix)})
+	p := s3.NewListObjectsV2Paginator(a.cfg.S3, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -243,15 +272,15 @@ func (a *Auditor) readArchive(ctx context.Context, cache *archiveCache, marked f
 			listed = append(listed, listedObject{key: aws.ToString(o.Key), etag: etagOf(o.ETag), size: aws.ToInt64(o.Size)})
 		}
 	}
-	sort.Slice(listed, func(i, j int) bool { return listed[i].key < listed[j].key })
-	res.listed = len(listed)
-	var digest map[string]digestObject
-	if !a.cfg.NoDigest {
-		var err error
-		if digest, err = a.readDigest(ctx, prefix); err != nil {
-			return res, err
+	if through != "" {
+		for k, d := range digest {
+			if day := dayFolder(prefix, k); validDay(day) && day <= through {
+				listed = append(listed, listedObject{key: k, etag: d.ETag, size: d.Size})
+			}
 		}
 	}
+	sort.Slice(listed, func(i, j int) bool { return listed[i].key < listed[j].key })
+	res.listed = len(listed)
 	now := map[string]digestObject{}
 	var todo []listedObject
 	cache.mu.Lock()
@@ -319,9 +348,33 @@ feed:
 		if err := a.writeDigest(ctx, digest, now, listed); err != nil {
 			// The digest is a cache: the audit stands without it.
 			a.cfg.Progress.Note("archive digest not kept: %v", err)
+		} else if canSeal {
+			a.reseal(ctx, prefix, through, clock, discarded, listed, now)
 		}
 	}
 	return res, nil
+}
+
+// reseal moves the seal to the last day that may be sealed now: every day
+// up to it has all its objects in the digest just written.
+func (a *Auditor) reseal(ctx context.Context, prefix, old string, clock time.Time, discarded []time.Time, listed []listedObject, now map[string]digestObject) {
+	var unsettled []string
+	for _, l := range listed {
+		day := dayFolder(prefix, l.key)
+		if !validDay(day) {
+			return // a key outside the day folders: list everything, always
+		}
+		if _, ok := now[l.key]; !ok {
+			unsettled = append(unsettled, day)
+		}
+	}
+	through := sealThrough(clock, discarded, unsettled)
+	if through == old {
+		return
+	}
+	if err := a.writeSeal(ctx, prefix, through); err != nil {
+		a.cfg.Progress.Note("archive days not sealed: %v", err)
+	}
 }
 
 // allMarked reports whether every fact a digest entry names has a marker.
