@@ -259,7 +259,8 @@ func (r *runner) list(ctx context.Context) error {
 }
 
 // idleSince reports whether a listing and a poll of every shard that began
-// after since found nothing to do.
+// after since found nothing to do. When the last listing is older than since
+// it asks for one at once, so that a caller waits a poll, not listEvery.
 func (r *runner) idleSince(since time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

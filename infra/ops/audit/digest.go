@@ -84,16 +84,9 @@ func digestKey(archiveKey string) string {
 // day's objects are read whole, and the day's digest written again); whole
 // is false then.
 func (a *Auditor) readDigest(ctx context.Context, prefix string) (_ map[string]digestObject, whole bool, _ error) {
-	var keys []string
-	p := s3.NewListObjectsV2Paginator(a.cfg.S3, &s3.ListObjectsV2Input{Bucket: aws.String(a.cfg.Bucket), Prefix: aws.String(DigestPrefix + prefix)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, false, fmt.Errorf("list archive digest: %w", err)
-		}
-		for _, o := range page.Contents {
-			keys = append(keys, aws.ToString(o.Key))
-		}
+	keys, err := a.keys(ctx, a.cfg.Bucket, DigestPrefix+prefix)
+	if err != nil {
+		return nil, false, fmt.Errorf("read archive digest: %w", err)
 	}
 	out := map[string]digestObject{}
 	whole = true

@@ -25,30 +25,11 @@ func (a *Auditor) readPending(ctx context.Context) ([]archivedOrder, []facts.Fac
 	if a.cfg.FailureBucket == "" {
 		return nil, nil, nil, nil
 	}
-	list := func(prefix string) ([]string, error) {
-		var keys []string
-		var token *string
-		for {
-			out, err := a.cfg.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
-				Bucket: aws.String(a.cfg.FailureBucket), Prefix: aws.String(prefix), ContinuationToken: token,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("list failure bucket s3://%s/%s: %w", a.cfg.FailureBucket, prefix, err)
-			}
-			for _, o := range out.Contents {
-				keys = append(keys, aws.ToString(o.Key))
-			}
-			if !aws.ToBool(out.IsTruncated) {
-				return keys, nil
-			}
-			token = out.NextContinuationToken
-		}
-	}
-	objects, err := list(failures.Prefix)
+	objects, err := a.keys(ctx, a.cfg.FailureBucket, failures.Prefix)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	markers, err := list(failures.ReplayedPrefix)
+	markers, err := a.keys(ctx, a.cfg.FailureBucket, failures.ReplayedPrefix)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -104,4 +85,20 @@ func (a *Auditor) readPending(ctx context.Context) ([]archivedOrder, []facts.Fac
 		a.cfg.Progress.Add("failure objects read", 1)
 	}
 	return out, counted, problems, nil
+}
+
+// keys lists the keys of a bucket under prefix.
+func (a *Auditor) keys(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(a.cfg.S3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/shopstream/shopstream/shared/failures"
 )
@@ -121,21 +123,18 @@ func (a *Auditor) discardTimes(ctx context.Context) (times []time.Time, ok bool,
 	if a.cfg.FailureBucket == "" {
 		return nil, false, nil
 	}
-	p := s3.NewListObjectsV2Paginator(a.cfg.S3, &s3.ListObjectsV2Input{Bucket: aws.String(a.cfg.FailureBucket), Prefix: aws.String(failures.Prefix)})
+	keys, err := a.keys(ctx, a.cfg.FailureBucket, failures.Prefix)
+	if err != nil {
+		return nil, false, err
+	}
 	ok = true
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for _, key := range keys {
+		k, err := failures.ParseKey(key)
 		if err != nil {
-			return nil, false, fmt.Errorf("list failure bucket s3://%s/%s: %w", a.cfg.FailureBucket, failures.Prefix, err)
+			ok = false
+			continue
 		}
-		for _, o := range page.Contents {
-			k, err := failures.ParseKey(aws.ToString(o.Key))
-			if err != nil {
-				ok = false
-				continue
-			}
-			times = append(times, k.Time)
-		}
+		times = append(times, k.Time)
 	}
 	return times, ok, nil
 }
@@ -145,6 +144,10 @@ func (a *Auditor) discardTimes(ctx context.Context) (times []time.Time, ok bool,
 func (a *Auditor) readSeal(ctx context.Context, prefix string) string {
 	out, err := a.cfg.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.cfg.Bucket), Key: aws.String(sealKey(prefix))})
 	if err != nil {
+		var missing *s3types.NoSuchKey
+		if !errors.As(err, &missing) {
+			a.cfg.Progress.Note("archive seal %s not read, every day listed: %v", sealKey(prefix), err)
+		}
 		return ""
 	}
 	defer out.Body.Close()
@@ -163,7 +166,7 @@ func (a *Auditor) writeSeal(ctx context.Context, prefix, through string) error {
 	b, _ := json.Marshal(seal{Version: 1, Through: through})
 	if _, err := a.cfg.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(a.cfg.Bucket), Key: aws.String(sealKey(prefix)),
 		Body: bytes.NewReader(b), ContentType: aws.String("application/json")}); err != nil {
-		return fmt.Errorf("write archive seal: %w", err)
+		return fmt.Errorf("write archive seal s3://%s/%s: %w", a.cfg.Bucket, sealKey(prefix), err)
 	}
 	return nil
 }
