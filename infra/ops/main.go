@@ -5,6 +5,7 @@
 //	go run ./infra/ops replay [-mapping m]   # make replay [MAPPING=m]
 //	go run ./infra/ops audit [-repair]       # make audit [REPAIR=1]
 //	go run ./infra/ops reindex               # make reindex
+//	go run ./infra/ops migrate [-dry-run]    # make migrate [DRY_RUN=1]
 //
 // Each command resolves the same target and exits 0 when it left everything
 // right, 1 when something remains (records still failing, drift), 2 when it
@@ -42,6 +43,7 @@ func commands() []command {
 		{"replay", "replay [-mapping m]: re-drive every failed stream batch not yet replayed", replayCommand},
 		{"audit", "audit [-repair] [-settle d] [-max-wait d]: recompute every counter from the tables and the archive, print (and repair) drift", auditCommand},
 		{"reindex", "reindex [-segments n] [-batch n]: rebuild the products search index from the products table", reindexCommand},
+		{"migrate", "migrate [-dry-run] [-rate n] [-page n]: run every data migration not yet done (item shapes of earlier releases to the current ones), resumable", migrateCommand},
 	}
 }
 

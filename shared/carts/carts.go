@@ -31,6 +31,9 @@ type Cart struct {
 	UpdatedAt string          `dynamodbav:"updatedAt"`
 	ExpiresAt clock.Epoch     `dynamodbav:"expiresAt"`
 	Version   int64           `dynamodbav:"version"`
+	// Shape is the version of the item's stored shape; absent on items
+	// written before shapes were recorded, which are shape 1.
+	Shape int `dynamodbav:"shape,omitempty"`
 }
 
 // Input is the body of a cart line write.

@@ -70,6 +70,9 @@ type Order struct {
 	CreatedAt  string `json:"createdAt" dynamodbav:"createdAt"`
 	UpdatedAt  string `json:"updatedAt" dynamodbav:"updatedAt"`
 	Version    int64  `json:"version" dynamodbav:"version"`
+	// Shape is the version of the item's stored shape; absent on items
+	// written before shapes were recorded, which are shape 1.
+	Shape int `json:"-" dynamodbav:"shape,omitempty"`
 	// ExpiresAt is set when the order closes (DELIVERED, CANCELLED): TTL then
 	// moves it to the archive.
 	ExpiresAt clock.Epoch `json:"expiresAt,omitempty" dynamodbav:"expiresAt,omitempty"`

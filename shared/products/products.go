@@ -29,9 +29,14 @@ type Product struct {
 	Description string `json:"description" dynamodbav:"description"`
 	Category    string `json:"category" dynamodbav:"category"`
 	PriceCents  int64  `json:"priceCents" dynamodbav:"priceCents"`
-	// Stock is the total of the product's stock buckets; the catalog item
-	// does not hold it (a sale writes only a bucket).
+	// Stock is the total of the product's stock buckets and of its
+	// CatalogStock; a sale writes only a bucket (or, while a shape-1 item
+	// holds CatalogStock, that).
 	Stock int64 `json:"stock" dynamodbav:"-"`
+	// CatalogStock is stock still held on the catalog item, where releases
+	// before 0.2.0 kept it (shape 1); nil once it is moved into the buckets,
+	// by `make migrate` or by the product's next change.
+	CatalogStock *int64 `json:"-" dynamodbav:"stock,omitempty"`
 	// StockBuckets is the number of items the stock is split over, on
 	// distinct partition keys, so that sales of one product spread over
 	// that many partitions.
@@ -45,6 +50,30 @@ type Product struct {
 	CreatedAt     string   `json:"createdAt" dynamodbav:"createdAt"`
 	UpdatedAt     string   `json:"updatedAt" dynamodbav:"updatedAt"`
 	Version       int64    `json:"version" dynamodbav:"version"`
+	// Shape is the version of the item's stored shape (see ShapeVersion).
+	Shape int `json:"-" dynamodbav:"shape,omitempty"`
+}
+
+// Shape versions of a catalog item: 1 holds the stock itself (releases
+// 0.1.x), 2 keeps it in stock buckets (0.2.0 on). Items written before
+// shapes were recorded carry none; ShapeVersion tells them apart.
+const (
+	ShapeCatalogStock = 1
+	ShapeBuckets      = 2
+	// Shape is the shape this release writes.
+	Shape = ShapeBuckets
+)
+
+// ShapeVersion is the shape p was stored in: the recorded one, else 1 when
+// the catalog item holds stock, else 2.
+func (p Product) ShapeVersion() int {
+	switch {
+	case p.Shape != 0:
+		return p.Shape
+	case p.CatalogStock != nil:
+		return ShapeCatalogStock
+	}
+	return ShapeBuckets
 }
 
 // Derive fills the derived fields from the stored ones.

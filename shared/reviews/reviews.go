@@ -29,6 +29,9 @@ type Review struct {
 	CreatedAt string `json:"createdAt" dynamodbav:"createdAt"`
 	UpdatedAt string `json:"updatedAt" dynamodbav:"updatedAt"`
 	Version   int64  `json:"version" dynamodbav:"version"`
+	// Shape is the version of the item's stored shape; absent on items
+	// written before shapes were recorded, which are shape 1.
+	Shape int `json:"-" dynamodbav:"shape,omitempty"`
 }
 
 // Input is the body of a review write.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/carts"
 	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/shapes"
 )
 
 // getCart returns the user's cart as stored (Version 0: none). A cart past its
@@ -58,6 +59,7 @@ func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quant
 			cond = mustBuild(expression.NewBuilder().WithCondition(expression.Name("version").Equal(expression.Value(c.Version))))
 		}
 		c.Version++
+		c.Shape = shapes.Cart
 		c.UpdatedAt = clock.Format(now)
 		c.ExpiresAt = clock.EpochOf(now.Add(s.cfg.CartTTL))
 		item, err := attributevalue.MarshalMap(c)

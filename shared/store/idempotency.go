@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/shapes"
 )
 
 // Response is a stored response, replayed for a repeated idempotency key.
@@ -30,6 +31,7 @@ type Remembered struct {
 	Response    Response    `dynamodbav:"response"`
 	CreatedAt   string      `dynamodbav:"createdAt"`
 	ExpiresAt   clock.Epoch `dynamodbav:"expiresAt"`
+	Shape       int         `dynamodbav:"shape,omitempty"`
 }
 
 // ErrKeyUsed is returned by a write whose idempotency key another request
@@ -81,7 +83,7 @@ func (s *Store) remembered(idem Idempotency, resp Response) (map[string]types.At
 	now := s.now()
 	return attributevalue.MarshalMap(Remembered{
 		Key: idem.Key, RequestHash: idem.RequestHash, Response: resp,
-		CreatedAt: clock.Format(now), ExpiresAt: clock.EpochOf(now.Add(s.cfg.IdempotencyTTL)),
+		CreatedAt: clock.Format(now), ExpiresAt: clock.EpochOf(now.Add(s.cfg.IdempotencyTTL)), Shape: shapes.IdempotencyKey,
 	})
 }
 

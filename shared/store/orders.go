@@ -18,6 +18,8 @@ import (
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/orders"
 	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/shapes"
+	"github.com/shopstream/shopstream/shared/stock"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -97,6 +99,11 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 			switch {
 			case !ok:
 				gone = append(gone, it.ProductID)
+			case p.CatalogStock != nil && *p.CatalogStock < int64(it.Quantity):
+				// A shape-1 product whose catalog item does not hold the
+				// quantity: planned over its buckets too.
+				wide[it.ProductID] = true
+				planned[it.ProductID] = bucketsOf(p)
 			case wide[it.ProductID]:
 				planned[it.ProductID] = bucketsOf(p)
 			}
@@ -118,29 +125,52 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order: %w", err)
 		}
-		takes := make(map[string][]take, len(merged))
+		takes := make(map[string][]stock.Take, len(merged))
+		recheck := false
 		for _, it := range merged {
 			p, ok := ps[it.ProductID]
 			if !ok {
 				continue
 			}
 			n := bucketsOf(p)
-			if !wide[it.ProductID] {
-				takes[it.ProductID] = []take{{bucket: s.randomBucket(n), units: int64(it.Quantity)}}
+			q := int64(it.Quantity)
+			switch {
+			case !wide[it.ProductID] && p.CatalogStock != nil:
+				takes[it.ProductID] = []stock.Take{{Bucket: onCatalog, Units: q}}
+				continue
+			case !wide[it.ProductID]:
+				takes[it.ProductID] = []stock.Take{{Bucket: s.randomBucket(n), Units: q}}
 				continue
 			}
-			t := plan(unitsOf(units[it.ProductID]), int64(it.Quantity), s.randomBucket(n))
-			if t == nil {
+			sources := unitsOf(units[it.ProductID])
+			if p.CatalogStock != nil {
+				sources = append(sources, *p.CatalogStock)
+			}
+			t := stock.Plan(sources, q, s.randomBucket(len(sources)))
+			for i := range t {
+				if t[i].Bucket == n {
+					t[i].Bucket = onCatalog
+				}
+			}
+			switch {
+			case t == nil && p.CatalogStock != nil && !consistent:
+				// Short by a catalog item's stock that may be stale.
+				recheck = true
+			case t == nil:
 				short = append(short, it.ProductID)
 			}
 			takes[it.ProductID] = t
+		}
+		if recheck && len(gone) == 0 {
+			consistent = true
+			continue
 		}
 		if len(gone)+len(short) > 0 {
 			return orders.Order{}, shortage(gone, short)
 		}
 
 		now := s.stamp()
-		o := orders.Order{UserID: userID, OrderID: s.cfg.NewID(), Status: orders.Placed, CreatedAt: now, UpdatedAt: now, Version: 1}
+		o := orders.Order{UserID: userID, OrderID: s.cfg.NewID(), Status: orders.Placed, CreatedAt: now, UpdatedAt: now, Version: 1, Shape: shapes.Order}
 		for _, it := range merged {
 			p := ps[it.ProductID]
 			o.Lines = append(o.Lines, orders.Line{ProductID: p.ProductID, ProductName: p.Name, UnitPriceCents: p.PriceCents, Quantity: it.Quantity})
@@ -187,8 +217,18 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 				if !c.failed(2 + i) {
 					continue
 				}
-				var b bucket
 				item := c.items[2+i]
+				if d.Bucket == onCatalog {
+					// The catalog item's stock: moved into buckets since
+					// the read, short, or a new price or name.
+					var p products.Product
+					if item != nil && attributevalue.UnmarshalMap(item, &p) == nil && (p.CatalogStock == nil || *p.CatalogStock < d.Units) {
+						wide[d.productID] = true
+					}
+					consistent = true
+					continue
+				}
+				var b bucket
 				if item == nil || attributevalue.UnmarshalMap(item, &b) != nil {
 					// A bucket gone: a stale catalog read, or, read
 					// consistently, buckets that were never written (a
@@ -203,7 +243,7 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 				if b.PriceCents != p.PriceCents || b.Name != p.Name {
 					consistent = true
 				}
-				if b.Units < d.units {
+				if b.Units < d.Units {
 					wide[d.productID] = true
 				}
 			}
@@ -223,12 +263,12 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 // placement's transaction, in action order after [0] and [1].
 type decrementRef struct {
 	productID string
-	take
+	stock.Take
 }
 
 // placeActions returns the transaction of a placement: [0] the user check,
 // [1] the order, [2…] the stock decrements of each line, then the cart.
-func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]take, cart carts.Cart, fromCart bool) ([]types.TransactWriteItem, []decrementRef, error) {
+func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]stock.Take, cart carts.Cart, fromCart bool) ([]types.TransactWriteItem, []decrementRef, error) {
 	item, err := attributevalue.MarshalMap(o)
 	if err != nil {
 		return nil, nil, err
@@ -245,7 +285,7 @@ func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, tak
 	for _, l := range o.Lines {
 		for _, t := range takes[l.ProductID] {
 			actions = append(actions, s.decrement(ps[l.ProductID], t))
-			refs = append(refs, decrementRef{productID: l.ProductID, take: t})
+			refs = append(refs, decrementRef{productID: l.ProductID, Take: t})
 		}
 	}
 	if fromCart {
@@ -344,7 +384,11 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 			if gone[l.ProductID] {
 				continue
 			}
-			actions = append(actions, s.restock(l.ProductID, s.randomBucket(bucketsOf(p)), int64(l.Quantity)))
+			at := onCatalog
+			if p.CatalogStock == nil {
+				at = s.randomBucket(bucketsOf(p))
+			}
+			actions = append(actions, s.restock(l.ProductID, at, int64(l.Quantity)))
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if err == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/stock"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -25,6 +26,9 @@ func decodeProduct(item map[string]types.AttributeValue) (products.Product, erro
 	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
 		return products.Product{}, err
 	}
+	// A catalog item of shape 1 has no stockBuckets: its stock is one
+	// bucket's worth (the catalog item's own, or bucket 0 once moved).
+	p.StockBuckets = bucketsOf(p)
 	p.Derive()
 	return p, nil
 }
@@ -36,7 +40,7 @@ func (s *Store) CreateProduct(ctx context.Context, n products.New) (products.Pro
 	p := products.Product{
 		ProductID: s.cfg.NewID(), Name: strings.TrimSpace(n.Name), Description: n.Description,
 		Category: n.Category, PriceCents: *n.PriceCents, Stock: *n.Stock, StockBuckets: 1,
-		CreatedAt: now, UpdatedAt: now, Version: 1,
+		CreatedAt: now, UpdatedAt: now, Version: 1, Shape: products.Shape,
 	}
 	if n.StockBuckets != nil {
 		p.StockBuckets = *n.StockBuckets
@@ -50,7 +54,7 @@ func (s *Store) CreateProduct(ctx context.Context, n products.New) (products.Pro
 		TableName: aws.String(s.t.Products), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	}}}
-	for i, units := range spread(p.Stock, p.StockBuckets) {
+	for i, units := range stock.Spread(p.Stock, p.StockBuckets) {
 		put, err := s.putBucket(p, i, units, 0, nil)
 		if err != nil {
 			return products.Product{}, fmt.Errorf("create product %s: %w", p.ProductID, err)
@@ -189,16 +193,26 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 	if p.StockBuckets != nil {
 		next.StockBuckets = *p.StockBuckets
 	}
-	upd = upd.Set(expression.Name("stockBuckets"), expression.Value(next.StockBuckets))
-	e := mustBuild(expression.NewBuilder().WithUpdate(upd).
-		WithCondition(expression.Name("version").Equal(expression.Value(cur.Version))))
+	upd = upd.Set(expression.Name("stockBuckets"), expression.Value(next.StockBuckets)).
+		Set(expression.Name("shape"), expression.Value(products.Shape))
+	next.Shape = products.Shape
+	cond := expression.Name("version").Equal(expression.Value(cur.Version))
+	held := catalogStock(cur)
+	if cur.CatalogStock != nil {
+		// A shape-1 item: its stock moves into the buckets in this
+		// transaction, on the condition that no sale took any since the read.
+		upd = upd.Remove(expression.Name("stock"))
+		cond = cond.And(expression.Name("stock").Equal(expression.Value(held)))
+		next.CatalogStock = nil
+	}
+	e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	actions := []types.TransactWriteItem{{Update: &types.Update{
 		TableName: aws.String(s.t.Products), Key: productKey(cur.ProductID),
 		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	}}}
 	units := unitsOf(bs)
-	total := sum(units)
+	total := stock.Sum(units) + held
 	target := total
 	switch {
 	case p.Stock != nil:
@@ -215,7 +229,7 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 	next.Stock = target
 	next.Version += versions(bs)
 
-	if p.Stock != nil || p.StockBuckets != nil || missing(bs) {
+	if p.Stock != nil || p.StockBuckets != nil || missing(bs) || cur.CatalogStock != nil {
 		// Respread: the buckets' versions carry over (those of dropped
 		// buckets to bucket 0), so the product's version moves by 1.
 		vs := make([]int64, next.StockBuckets)
@@ -226,7 +240,7 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 			}
 			vs[j] += b.Version
 		}
-		for i, share := range spread(target, next.StockBuckets) {
+		for i, share := range stock.Spread(target, next.StockBuckets) {
 			var was *bucket
 			if i < n {
 				was = &bs[i]
@@ -244,10 +258,10 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 	}
 	changes := make([]int64, n)
 	if d := p.StockDelta; d != nil && *d > 0 {
-		copy(changes, spread(*d, n))
+		copy(changes, stock.Spread(*d, n))
 	} else if d != nil && *d < 0 {
-		for _, t := range plan(units, -*d, s.randomBucket(n)) {
-			changes[t.bucket] = -t.units
+		for _, t := range stock.Plan(units, -*d, s.randomBucket(n)) {
+			changes[t.Bucket] = -t.Units
 		}
 	}
 	copies := next.Name != cur.Name || next.PriceCents != cur.PriceCents

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/reviews"
+	"github.com/shopstream/shopstream/shared/shapes"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -54,7 +55,7 @@ func (s *Store) PutReview(ctx context.Context, productID, userID string, in revi
 		r := reviews.Review{
 			ProductID: productID, UserID: userID, Rating: *in.Rating,
 			Title: strings.TrimSpace(in.Title), Body: in.Body,
-			CreatedAt: now, UpdatedAt: now, Version: 1,
+			CreatedAt: now, UpdatedAt: now, Version: 1, Shape: shapes.Review,
 		}
 		cond := notExists("userId")
 		if old != nil {

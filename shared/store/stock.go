@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/shapes"
+	"github.com/shopstream/shopstream/shared/stock"
 )
 
 // A product's stock lives in N bucket items of the product-stock table,
@@ -37,6 +39,7 @@ type bucket struct {
 	PriceCents int64  `dynamodbav:"priceCents"`
 	Name       string `dynamodbav:"name"`
 	Version    int64  `dynamodbav:"version"`
+	Shape      int    `dynamodbav:"shape,omitempty"`
 }
 
 func bucketID(productID string, i int) string { return productID + "#" + strconv.Itoa(i) }
@@ -48,19 +51,6 @@ func bucketKey(productID string, i int) map[string]types.AttributeValue {
 // bucketsOf is the number of buckets of p (1 for a product written before
 // buckets had a number).
 func bucketsOf(p products.Product) int { return max(p.StockBuckets, 1) }
-
-// spread splits total units over n buckets as evenly as can be, the
-// remainder to the first buckets.
-func spread(total int64, n int) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = total / int64(n)
-		if int64(i) < total%int64(n) {
-			out[i]++
-		}
-	}
-	return out
-}
 
 // readBuckets reads every bucket of the products (id → number of buckets);
 // a missing bucket reads as empty. The result maps a product to its
@@ -122,11 +112,24 @@ func (s *Store) withStock(ctx context.Context, ps []products.Product, consistent
 	}
 	for i := range ps {
 		bs := read[ps[i].ProductID]
-		ps[i].Stock = sum(unitsOf(bs))
+		ps[i].Stock = stock.Sum(unitsOf(bs)) + catalogStock(ps[i])
 		ps[i].Version += versions(bs)
 	}
 	return nil
 }
+
+// catalogStock is the stock p's catalog item still holds (shape 1: a
+// product written before stock buckets, not yet migrated); 0 for shape 2.
+func catalogStock(p products.Product) int64 {
+	if p.CatalogStock == nil {
+		return 0
+	}
+	return *p.CatalogStock
+}
+
+// onCatalog is the bucket index of a take from the catalog item's own
+// stock (shape 1).
+const onCatalog = -1
 
 func unitsOf(bs []bucket) []int64 {
 	out := make([]int64, len(bs))
@@ -144,72 +147,35 @@ func versions(bs []bucket) int64 {
 	return v
 }
 
-func sum(units []int64) int64 {
-	var t int64
-	for _, u := range units {
-		t += u
-	}
-	return t
-}
-
-// take is a decrement of one bucket.
-type take struct {
-	bucket int
-	units  int64
-}
-
-// plan chooses the buckets a quantity is taken from, given their units: one
-// bucket that holds it all, picked at random among those that do (start is
-// the random draw), else the fullest buckets until it is covered; nil when
-// the buckets together hold less.
-func plan(units []int64, quantity int64, start int) []take {
-	if sum(units) < quantity {
-		return nil
-	}
-	n := len(units)
-	for k := 0; k < n; k++ {
-		i := (start + k) % n
-		if units[i] >= quantity {
-			return []take{{bucket: i, units: quantity}}
-		}
-	}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	// Fullest first: the fewest buckets, so the fewest contenders.
-	for i := 1; i < n; i++ {
-		for j := i; j > 0 && units[order[j]] > units[order[j-1]]; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
-	}
-	var takes []take
-	left := quantity
-	for _, i := range order {
-		if left == 0 {
-			break
-		}
-		if u := min(units[i], left); u > 0 {
-			takes = append(takes, take{bucket: i, units: u})
-			left -= u
-		}
-	}
-	return takes
-}
-
-// decrement is the action that takes t.units from a bucket of p, on the
+// decrement is the action that takes t.Units from a bucket of p, on the
 // condition that it holds them and still carries the price and name the
-// caller read.
-func (s *Store) decrement(p products.Product, t take) types.TransactWriteItem {
-	upd := expression.Set(expression.Name("units"), expression.Name("units").Minus(expression.Value(t.units))).
+// caller read; a take onCatalog is the same on the catalog item's stock,
+// as releases before stock buckets took it.
+func (s *Store) decrement(p products.Product, t stock.Take) types.TransactWriteItem {
+	if t.Bucket == onCatalog {
+		upd := expression.Set(expression.Name("stock"), expression.Name("stock").Minus(expression.Value(t.Units))).
+			Add(expression.Name("version"), expression.Value(1))
+		cond := expression.AttributeExists(expression.Name("productId")).
+			And(expression.Name("stock").GreaterThanEqual(expression.Value(t.Units))).
+			And(expression.Name("priceCents").Equal(expression.Value(p.PriceCents))).
+			And(expression.Name("name").Equal(expression.Value(p.Name)))
+		e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+		return types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.t.Products), Key: productKey(p.ProductID),
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}
+	}
+	upd := expression.Set(expression.Name("units"), expression.Name("units").Minus(expression.Value(t.Units))).
 		Add(expression.Name("version"), expression.Value(1))
 	cond := expression.AttributeExists(expression.Name("bucketId")).
-		And(expression.Name("units").GreaterThanEqual(expression.Value(t.units))).
+		And(expression.Name("units").GreaterThanEqual(expression.Value(t.Units))).
 		And(expression.Name("priceCents").Equal(expression.Value(p.PriceCents))).
 		And(expression.Name("name").Equal(expression.Value(p.Name)))
 	e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName: aws.String(s.t.ProductStock), Key: bucketKey(p.ProductID, t.bucket),
+		TableName: aws.String(s.t.ProductStock), Key: bucketKey(p.ProductID, t.Bucket),
 		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -217,8 +183,20 @@ func (s *Store) decrement(p products.Product, t take) types.TransactWriteItem {
 }
 
 // restock is the action that adds units to bucket i of product id, if the
-// bucket exists (a deleted product's units are not restocked).
+// bucket exists (a deleted product's units are not restocked); onCatalog,
+// to the catalog item's stock, if it still holds stock (a migration since
+// the read fails it, and the caller reads again).
 func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
+	if i == onCatalog {
+		e := mustBuild(expression.NewBuilder().
+			WithUpdate(expression.Set(expression.Name("stock"), expression.Name("stock").Plus(expression.Value(units))).Add(expression.Name("version"), expression.Value(1))).
+			WithCondition(expression.AttributeExists(expression.Name("stock"))))
+		return types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.t.Products), Key: productKey(id),
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		}}
+	}
 	e := mustBuild(expression.NewBuilder().
 		WithUpdate(expression.Add(expression.Name("units"), expression.Value(units)).Add(expression.Name("version"), expression.Value(1))).
 		WithCondition(expression.AttributeExists(expression.Name("bucketId"))))
@@ -235,7 +213,7 @@ func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
 func (s *Store) putBucket(p products.Product, i int, units, version int64, was *bucket) (types.TransactWriteItem, error) {
 	item, err := attributevalue.MarshalMap(bucket{
 		BucketID: bucketID(p.ProductID, i), ProductID: p.ProductID, Index: i,
-		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version,
+		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket,
 	})
 	if err != nil {
 		return types.TransactWriteItem{}, err

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/shapes"
 	"github.com/shopstream/shopstream/shared/users"
 )
 
@@ -20,6 +21,7 @@ type emailClaim struct {
 	Email     string `dynamodbav:"email"`
 	UserID    string `dynamodbav:"userId"`
 	CreatedAt string `dynamodbav:"createdAt"`
+	Shape     int    `dynamodbav:"shape,omitempty"`
 }
 
 func userKey(id string) map[string]types.AttributeValue {
@@ -50,13 +52,13 @@ func (s *Store) CreateUser(ctx context.Context, id string, n users.New) (users.U
 	now := s.stamp()
 	u := users.User{
 		UserID: id, Email: strings.TrimSpace(n.Email), Name: strings.TrimSpace(n.Name),
-		CreatedAt: now, UpdatedAt: now, Version: 1,
+		CreatedAt: now, UpdatedAt: now, Version: 1, Shape: shapes.User,
 	}
 	item, err := attributevalue.MarshalMap(u)
 	if err != nil {
 		return users.User{}, fmt.Errorf("create user %s: %w", id, err)
 	}
-	claim, err := attributevalue.MarshalMap(emailClaim{Email: users.EmailKey(u.Email), UserID: id, CreatedAt: now})
+	claim, err := attributevalue.MarshalMap(emailClaim{Email: users.EmailKey(u.Email), UserID: id, CreatedAt: now, Shape: shapes.UserEmail})
 	if err != nil {
 		return users.User{}, fmt.Errorf("create user %s: %w", id, err)
 	}
@@ -178,7 +180,7 @@ func (s *Store) PatchUser(ctx context.Context, id string, p users.Patch, ifMatch
 			return next, nil
 		}
 
-		claim, err := attributevalue.MarshalMap(emailClaim{Email: users.EmailKey(next.Email), UserID: id, CreatedAt: next.UpdatedAt})
+		claim, err := attributevalue.MarshalMap(emailClaim{Email: users.EmailKey(next.Email), UserID: id, CreatedAt: next.UpdatedAt, Shape: shapes.UserEmail})
 		if err != nil {
 			return users.User{}, fmt.Errorf("patch user %s: %w", id, err)
 		}

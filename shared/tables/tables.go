@@ -81,6 +81,7 @@ const (
 	Orders          = "orders"
 	IdempotencyKeys = "idempotency-keys"
 	CounterEvents   = "counter-events"
+	Migrations      = "migrations"
 )
 
 // Index names.
@@ -181,6 +182,14 @@ func All() []Table {
 			PartitionKey: Key{"eventKey", String},
 			TTLAttribute: "expiresAt",
 			EnvVar:       "COUNTER_EVENTS_TABLE",
+		},
+		{
+			// The progress of each data migration (`make migrate`), one
+			// item per migration: where its scan stands and whether it is
+			// done. Written by the operator command only.
+			Name:         Migrations,
+			PartitionKey: Key{"migration", String},
+			EnvVar:       "MIGRATIONS_TABLE",
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/facts"
+	"github.com/shopstream/shopstream/shared/shapes"
 )
 
 // Tables are the physical table names the handler reads and writes.
@@ -509,6 +511,7 @@ func (h *Handler) transaction(g txGroup, missing map[counterKey]bool) (*dynamodb
 			Item: map[string]types.AttributeValue{
 				facts.KeyAttr:     &types.AttributeValueMemberS{Value: w.fact.Key},
 				facts.EffectsAttr: facts.EncodeEffects(w.fact.Effects),
+				shapes.Attr:       &types.AttributeValueMemberN{Value: strconv.Itoa(shapes.CounterMarker)},
 			},
 			ConditionExpression:      cond.Condition(),
 			ExpressionAttributeNames: cond.Names(),
