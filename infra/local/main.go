@@ -26,6 +26,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/invoke"
+	"github.com/shopstream/shopstream/infra/local/releases"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
@@ -78,6 +79,10 @@ type settings struct {
 	Limits ddbfront.Limits
 	// FunctionEnv holds the functions' own settings passed through.
 	FunctionEnv map[string]string
+	// CanaryRef is a git revision whose API serves CanaryPercent of the
+	// requests beside this tree's (API_CANARY_REF, API_CANARY_PERCENT).
+	CanaryRef     string
+	CanaryPercent int
 }
 
 // functionSettings are passed through to the functions as they are; each
@@ -116,6 +121,14 @@ func load(getenv func(string) string) (settings, error) {
 			}
 			*p.dest = n
 		}
+	}
+	s.CanaryRef, s.CanaryPercent = getenv("API_CANARY_REF"), 10
+	if v := getenv("API_CANARY_PERCENT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			return s, fmt.Errorf("API_CANARY_PERCENT=%q: want a whole number from 0 to 100", v)
+		}
+		s.CanaryPercent = n
 	}
 	s.SweepInterval = 5 * time.Second
 	if v := getenv("TTL_SWEEP_INTERVAL"); v != "" {
@@ -176,7 +189,12 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		return err
 	}
 	started := time.Now()
+	canary, err := buildCanary(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
 	sys, err := system.Start(ctx, system.Config{
+		APICanary: canary,
 		Stack: stack.Config{
 			DynamoDBAddr:     addr(cfg.DynamoDBPort),
 			S3Addr:           addr(cfg.S3Port),
@@ -206,10 +224,43 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	logger.Info("endpoint", "service", "dynamodb", "url", sys.DynamoDBURL, "dynamodbLocalPid", sys.DynamoDBLocalPid())
 	logger.Info("endpoint", "service", "s3", "url", sys.S3URL, "bucket", cfg.ArchiveBucket, "failureBucket", cfg.FailureBucket)
 	logger.Info("endpoint", "service", "search", "url", sys.SearchURL)
+	if canary != nil {
+		logger.Info("api canary", "ref", cfg.CanaryRef, "percent", canary.Percent, "bootstrap", canary.Bootstrap)
+	}
 	logger.Info("ready", "ms", time.Since(started).Milliseconds(), "pid", os.Getpid())
 	<-ctx.Done()
 	logger.Info("stopping")
 	return nil
+}
+
+// buildCanary builds the API function of API_CANARY_REF (once per commit,
+// kept in the releases cache) for a local canary; nil without one.
+func buildCanary(ctx context.Context, cfg settings, logger *slog.Logger) (*system.Canary, error) {
+	if cfg.CanaryRef == "" {
+		return nil, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	root, err := releases.Root(wd)
+	if err != nil {
+		return nil, fmt.Errorf("API_CANARY_REF needs the repository: %w", err)
+	}
+	commit, err := releases.Resolve(ctx, root, cfg.CanaryRef)
+	if err != nil {
+		return nil, fmt.Errorf("API_CANARY_REF=%s: %w", cfg.CanaryRef, err)
+	}
+	cache, err := releases.CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("building the api canary", "ref", cfg.CanaryRef, "commit", commit)
+	bin, err := releases.Build(ctx, root, commit, "./functions/api", cache, "lambda.norpc")
+	if err != nil {
+		return nil, fmt.Errorf("API_CANARY_REF=%s: %w", cfg.CanaryRef, err)
+	}
+	return &system.Canary{Bootstrap: bin, Percent: cfg.CanaryPercent, Output: os.Stderr}, nil
 }
 
 // token prints a dev JWT that the API Gateway emulation accepts.

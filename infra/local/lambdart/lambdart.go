@@ -172,3 +172,88 @@ func Build(ctx context.Context, moduleRoot, fn, dir string) (string, error) {
 	}
 	return bin, nil
 }
+
+// Pool runs a function binary in n execution environments, each a process
+// behind a Runtime API of its own, and hands each invocation to a free one,
+// as Lambda hands concurrent requests to separate environments (one event
+// at a time each).
+type Pool struct {
+	free chan *instance
+	all  []*instance
+}
+
+type instance struct {
+	rt *Runtime
+	p  *Process
+}
+
+// StartPool starts n processes of bin with env (as Run gives it), each with
+// the function's timeout; their output goes to out.
+func StartPool(function, bin string, env []string, n int, timeout time.Duration, out io.Writer) (*Pool, error) {
+	pool := &Pool{free: make(chan *instance, n)}
+	for range n {
+		rt, err := Start(function, timeout)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		p, err := rt.Run(bin, env, out)
+		if err != nil {
+			rt.Close()
+			pool.Close()
+			return nil, err
+		}
+		in := &instance{rt: rt, p: p}
+		pool.all = append(pool.all, in)
+		pool.free <- in
+	}
+	return pool, nil
+}
+
+// Invoke runs one event on a free environment and returns its result; an
+// environment whose process exited answers with an error.
+func (pool *Pool) Invoke(ctx context.Context, event []byte) (Result, error) {
+	var in *instance
+	select {
+	case in = <-pool.free:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	select {
+	case in.rt.events <- event:
+	case <-in.p.Exited():
+		pool.free <- in
+		return Result{}, fmt.Errorf("%s: the function's process exited: %v", in.rt.fnName, in.p.err)
+	case <-ctx.Done():
+		pool.free <- in
+		return Result{}, ctx.Err()
+	}
+	select {
+	case res := <-in.rt.results:
+		pool.free <- in
+		return res, nil
+	case <-in.p.Exited():
+		pool.free <- in
+		return Result{}, fmt.Errorf("%s: the function's process exited during an invocation: %v", in.rt.fnName, in.p.err)
+	case <-ctx.Done():
+		// The environment is busy until the function answers: it goes
+		// back to the pool then, so its answer is not taken for the next.
+		go func() {
+			select {
+			case <-in.rt.results:
+			case <-in.p.Exited():
+			}
+			pool.free <- in
+		}()
+		return Result{}, fmt.Errorf("no answer from %s: %w", in.rt.fnName, ctx.Err())
+	}
+}
+
+// Close stops every environment.
+func (pool *Pool) Close() error {
+	var errs []error
+	for _, in := range pool.all {
+		errs = append(errs, in.p.Stop(), in.rt.Close())
+	}
+	return errors.Join(errs...)
+}

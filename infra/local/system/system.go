@@ -7,16 +7,22 @@ package system
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/esm"
+	"github.com/shopstream/shopstream/infra/local/lambdart"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/shared/cursor"
+	"github.com/shopstream/shopstream/shared/migrations"
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/store"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -46,7 +52,11 @@ type Config struct {
 	// NoMappings builds the stream functions but starts no event-source
 	// mapping: the caller feeds the functions itself.
 	NoMappings bool
-	Logger     *slog.Logger
+	// APICanary, when set, serves a share of the API's requests with
+	// another build of the API function (an earlier release's), as a
+	// Lambda alias's routing configuration does during a canary.
+	APICanary *Canary
+	Logger    *slog.Logger
 	// Metrics receives the functions' EMF lines; nil discards them.
 	Metrics io.Writer
 }
@@ -63,6 +73,20 @@ const DefaultArchiveBucket = "shopstream-archive"
 // DefaultFailureBucket is FAILURE_BUCKET's local default.
 const DefaultFailureBucket = "shopstream-failures"
 
+// Canary is a build of the API function that serves Percent of the API's
+// requests beside this tree's API.
+type Canary struct {
+	// Bootstrap is the function's binary, built for this machine
+	// (releases.Build of ./functions/api with the lambda.norpc tag).
+	Bootstrap string
+	// Percent of the requests it serves (0 to 100).
+	Percent int
+	// Environments is how many requests it serves at once (default 8).
+	Environments int
+	// Output receives its processes' logs (default discarded).
+	Output io.Writer
+}
+
 // System is the running product.
 type System struct {
 	*stack.Stack
@@ -75,7 +99,12 @@ type System struct {
 	Env map[string]string
 	// FailureBucket holds the batches the mappings gave up on.
 	FailureBucket string
-	closers       []func() error
+	// Pending names the data migrations the tables needed at start.
+	Pending []string
+	// APIRouting splits the API's requests between this tree's API
+	// (Primary) and the canary's build (Additional); nil without a canary.
+	APIRouting *apigw.Weighted
+	closers    []func() error
 }
 
 // Start runs everything and returns when the API answers and the processors poll.
@@ -125,7 +154,15 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.APIURL, err = st.Serve(cfg.APIAddr, api); err != nil {
+	if cfg.APICanary != nil {
+		if api, err = s.canary(api, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.notePending(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if s.APIURL, err = st.Serve(cfg.APIAddr, gateway(api, cfg)); err != nil {
 		return nil, fmt.Errorf("start api endpoint: %w", err)
 	}
 	if err := s.processors(ctx, getenv, cfg); err != nil {
@@ -135,7 +172,7 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 }
 
 // api builds the API handler exactly as functions/api does, but with local clients.
-func (s *System) api(getenv func(string) string, cfg Config) (http.Handler, error) {
+func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, error) {
 	apiCfg, err := httpapi.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("api config: %w", err)
@@ -147,7 +184,83 @@ func (s *System) api(getenv func(string) string, cfg Config) (http.Handler, erro
 		Logger:  cfg.Logger.With("function", "api"),
 		Metrics: cfg.Metrics,
 	})
-	return gateway(h, cfg), nil
+	return h, nil
+}
+
+// canary starts the canary's build of the API function in its own
+// environments, with the environment this tree's API gets plus the AWS
+// settings a Lambda environment holds, and routes its share of requests
+// to it.
+func (s *System) canary(api apigw.Invoker, cfg Config) (apigw.Invoker, error) {
+	c := cfg.APICanary
+	n := c.Environments
+	if n <= 0 {
+		n = 8
+	}
+	out := c.Output
+	if out == nil {
+		out = io.Discard
+	}
+	env := []string{
+		"AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoDBURL,
+		"AWS_LAMBDA_FUNCTION_NAME=api", "AWS_LAMBDA_FUNCTION_VERSION=canary", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
+		"TZ=:UTC", "PATH=/usr/local/bin:/usr/bin/:/bin",
+	}
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	pool, err := lambdart.StartPool("api", c.Bootstrap, env, n, 29*time.Second, out)
+	if err != nil {
+		return nil, fmt.Errorf("start the api canary: %w", err)
+	}
+	s.closers = append(s.closers, pool.Close)
+	s.APIRouting = apigw.NewWeighted(api, bootstrapAPI{pool}, c.Percent)
+	return s.APIRouting, nil
+}
+
+// bootstrapAPI is the API function running as its own processes: each
+// request goes to it as the JSON event API Gateway sends.
+type bootstrapAPI struct{ pool *lambdart.Pool }
+
+func (b bootstrapAPI) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	res, err := b.pool.Invoke(ctx, raw)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if res.Err != nil {
+		return events.APIGatewayV2HTTPResponse{}, res.Err
+	}
+	var resp events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(res.Response, &resp); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("canary response: %w", err)
+	}
+	return resp, nil
+}
+
+// notePending says, at start, which data migrations the tables need: a
+// DATA_DIR written by an earlier release serves as it is (every reader
+// accepts the shapes it left), and `make migrate` upgrades it.
+func (s *System) notePending(ctx context.Context, cfg Config) error {
+	names := map[string]string{}
+	for _, t := range tables.All() {
+		names[t.Name] = tables.Physical(cfg.TablePrefix, t.Name)
+	}
+	pending, err := migrations.Pending(ctx, s.DynamoDB(), names)
+	if err != nil {
+		return fmt.Errorf("check for data migrations: %w", err)
+	}
+	s.Pending = pending
+	if len(pending) > 0 {
+		cfg.Logger.WarnContext(ctx, "the tables hold items of an earlier release: run make migrate (with this TABLE_PREFIX) to upgrade them; they are served as they are meanwhile",
+			"migrations", pending, "command", "make migrate")
+	}
+	return nil
 }
 
 // Close stops the processors, the API and the stack.

@@ -13,7 +13,6 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
-	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/archiver/archiving"
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
@@ -24,8 +23,8 @@ import (
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
-// gateway puts the API Gateway emulation in front of the API handler.
-func gateway(h *httpapi.Handler, cfg Config) http.Handler {
+// gateway puts the API Gateway emulation in front of the API function.
+func gateway(h apigw.Invoker, cfg Config) http.Handler {
 	return apigw.New(apigw.Config{Handler: h, Secret: cfg.JWTSecret, Routes: routes.All(), Logger: cfg.Logger.With("service", "apigateway")})
 }
 
