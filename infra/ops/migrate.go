@@ -22,6 +22,7 @@ func migrateCommand(ctx context.Context, t *target.Target, args []string, e env)
 	dryRun := fs.Bool("dry-run", false, "change nothing, record nothing: list each change a run would make")
 	rate := fs.Float64("rate", 0, "items scanned per second at most (0: as fast as the table serves them)")
 	page := fs.Int("page", 100, "items per scan page (progress is recorded after each)")
+	workers := fs.Int("workers", 8, "items of a page changed at once")
 	every := fs.Duration("progress", 2*time.Second, "how often progress is printed")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -29,7 +30,7 @@ func migrateCommand(ctx context.Context, t *target.Target, args []string, e env)
 	w := &lineWriter{out: e.stdout}
 	var last time.Time
 	cfg := migrations.Config{
-		DB: t.DynamoDB(), Tables: t.Tables, Rate: *rate, PageSize: int32(*page), DryRun: *dryRun,
+		DB: t.DynamoDB(), Tables: t.Tables, Rate: *rate, PageSize: int32(*page), Workers: *workers, DryRun: *dryRun,
 		Progress: func(p migrations.Progress) {
 			if p.AlreadyDone {
 				w.printf("migrate %s: done by an earlier run (%d items changed of %d scanned)\n", p.Migration, p.Changed, p.Scanned)

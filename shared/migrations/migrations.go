@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -143,10 +144,12 @@ type Config struct {
 	DryRun bool
 	// MaxAttempts bounds the tries of one item's change (default 10).
 	MaxAttempts int
+	// Workers is how many items of a page are changed at once (default 8).
+	Workers int
 	// Progress is called after every page of every migration.
 	Progress func(Progress)
 	// Planned is called, in a dry run, with each change a run would make.
-	Planned func(migration, change string)
+	Planned func(migration, change string) // called from several goroutines at once
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Sleep waits (default a timer honouring ctx); tests hold it still.
@@ -237,6 +240,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 10
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -379,17 +385,9 @@ func runOne(ctx context.Context, cfg Config, m Migration) (Progress, error) {
 		if err != nil {
 			return p, err
 		}
-		var changed, left int64
-		for _, item := range out.Items {
-			did, err := change(ctx, cfg, m, tn, item)
-			switch {
-			case errors.Is(err, errGaveUp):
-				left++
-			case err != nil:
-				return p, err
-			case did:
-				changed++
-			}
+		changed, left, err := changePage(ctx, cfg, m, tn, out.Items)
+		if err != nil {
+			return p, err
 		}
 		p.ThisRun += int64(out.ScannedCount)
 		p.ChangedThisRun += changed
@@ -450,6 +448,38 @@ func scanPage(ctx context.Context, cfg Config, in *dynamodb.ScanInput) (*dynamod
 func backoff(attempt int) time.Duration {
 	d := time.Duration(25<<min(attempt-1, 6)) * time.Millisecond
 	return d/2 + rand.N(d/2+1)
+}
+
+// changePage changes the items of one page, Workers at a time (each item's
+// transaction is independent), and counts those changed and those left.
+func changePage(ctx context.Context, cfg Config, m Migration, table string, items []map[string]types.AttributeValue) (changed, left int64, err error) {
+	var mu sync.Mutex
+	var errs []error
+	work := make(chan map[string]types.AttributeValue)
+	var wg sync.WaitGroup
+	for range min(cfg.Workers, max(len(items), 1)) {
+		wg.Go(func() {
+			for item := range work {
+				did, err := change(ctx, cfg, m, table, item)
+				mu.Lock()
+				switch {
+				case errors.Is(err, errGaveUp):
+					left++
+				case err != nil:
+					errs = append(errs, err)
+				case did:
+					changed++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, item := range items {
+		work <- item
+	}
+	close(work)
+	wg.Wait()
+	return changed, left, errors.Join(errs...)
 }
 
 // errGaveUp: an item's change kept being cancelled (contention or

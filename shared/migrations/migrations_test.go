@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,14 +120,14 @@ func TestCatalogStockIntoBuckets(t *testing.T) {
 
 	cfg := f.config()
 	cfg.DryRun = true
-	var planned int
-	cfg.Planned = func(string, string) { planned++ }
+	var planned atomic.Int64
+	cfg.Planned = func(string, string) { planned.Add(1) }
 	rep, err := migrations.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Changed() != 250 || planned != 250 || f.withStock() != 250 {
-		t.Fatalf("dry run: would change %d, listed %d, left %d with catalog stock; want 250, 250, 250", rep.Changed(), planned, f.withStock())
+	if rep.Changed() != 250 || planned.Load() != 250 || f.withStock() != 250 {
+		t.Fatalf("dry run: would change %d, listed %d, left %d with catalog stock; want 250, 250, 250", rep.Changed(), planned.Load(), f.withStock())
 	}
 
 	killed, kill := context.WithCancel(ctx)
