@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -182,6 +183,9 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 		}
+		if n := len(actions) + btoi(idem != nil); n > maxTransactItems {
+			return orders.Order{}, tooLarge(n, takes)
+		}
 		idemAt := -1
 		if idem != nil {
 			resp, err := render(o)
@@ -244,7 +248,11 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 					consistent = true
 				}
 				if b.Units < d.Units {
+					// Planned over all the buckets from a consistent read
+					// of the catalog item too: a stale one may count fewer
+					// buckets than the product has.
 					wide[d.productID] = true
+					consistent = true
 				}
 			}
 			continue
@@ -257,6 +265,35 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		}
 	}
 	return orders.Order{}, contention("place order")
+}
+
+// maxTransactItems is the most actions one TransactWriteItems holds.
+const maxTransactItems = 100
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tooLarge is the Conflict of an order whose stock decrements (a line
+// spread over several buckets takes one per bucket) do not fit in one
+// transaction with the order's other writes; it names the products taken
+// from more than one bucket.
+func tooLarge(n int, takes map[string][]stock.Take) error {
+	var spread []string
+	for id, t := range takes {
+		if len(t) > 1 {
+			spread = append(spread, id)
+		}
+	}
+	sort.Strings(spread)
+	return &errcode.Error{
+		Code: errcode.Conflict, Products: spread,
+		Message: fmt.Sprintf("the order needs %d writes and one transaction holds at most %d: its quantities of %s are spread over many stock buckets; order fewer units of them, or fewer lines, at once",
+			n, maxTransactItems, strings.Join(spread, ", ")),
+	}
 }
 
 // decrementRef names the product and units of a stock decrement of a

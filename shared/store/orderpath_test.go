@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/orders"
+	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/store"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+// TestOrderTooLargeForOneTransaction: four products over 32 buckets of about
+// 31 units each, ordered 1,000 each, need 4×32 decrements besides the order
+// and the user check: more than the 100 actions one transaction holds. The
+// order is refused with a conflict naming the products (it was a 500 from
+// DynamoDB's ValidationException), and nothing is written.
+func TestOrderTooLargeForOneTransaction(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	var items []orders.Item
+	var ids []string
+	for range 4 {
+		p, err := s.st.CreateProduct(ctx, products.New{Name: "Bulk", Category: "bulk", PriceCents: ptr[int64](100), Stock: ptr[int64](1000), StockBuckets: ptr(32)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, orders.Item{ProductID: p.ProductID, Quantity: 1000})
+		ids = append(ids, p.ProductID)
+	}
+	_, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil, nil)
+	var e *errcode.Error
+	if !errors.As(err, &e) || e.Code != errcode.Conflict || len(e.Products) == 0 {
+		t.Fatalf("got %v, want a conflict naming the products", err)
+	}
+	for _, id := range ids {
+		if got := s.stock(id); got != 1000 {
+			t.Errorf("product %s: stock %d after a refused order, want 1000", id, got)
+		}
+	}
+	// Half of each fits: 4×16 decrements.
+	for i := range items {
+		items[i].Quantity = 500
+	}
+	if _, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil, nil); err != nil {
+		t.Fatalf("an order of 500 each: %v", err)
+	}
+}
+
+// stale answers eventually consistent reads of the products table with the
+// catalog items as they were when it was made, as DynamoDB may for a while
+// after a write (reads of different items can each be stale).
+type stale struct {
+	store.DB
+	table string
+	items map[string]map[string]types.AttributeValue
+}
+
+func (s stale) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if aws.ToString(in.TableName) == s.table && !aws.ToBool(in.ConsistentRead) {
+		if it, ok := s.items[in.Key["productId"].(*types.AttributeValueMemberS).Value]; ok {
+			return &dynamodb.GetItemOutput{Item: it}, nil
+		}
+	}
+	return s.DB.GetItem(ctx, in, opts...)
+}
+
+func (s stale) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	req, ok := in.RequestItems[s.table]
+	if !ok || aws.ToBool(req.ConsistentRead) {
+		return s.DB.BatchGetItem(ctx, in, opts...)
+	}
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
+	var rest []map[string]types.AttributeValue
+	for _, k := range req.Keys {
+		if it, ok := s.items[k["productId"].(*types.AttributeValueMemberS).Value]; ok {
+			out.Responses[s.table] = append(out.Responses[s.table], it)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	if len(rest) > 0 {
+		more, err := s.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: rest}}}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out.Responses[s.table] = append(out.Responses[s.table], more.Responses[s.table]...)
+		out.UnprocessedKeys = more.UnprocessedKeys
+	}
+	return out, nil
+}
+
+// TestStaleBucketCountIsNotShortOfStock: after a PATCH spreads 100 units
+// over 32 buckets, an eventually consistent read of the catalog item may
+// still say 1 bucket. An order of 50 must not be refused for the 4 units of
+// bucket 0: the retry reads the catalog item consistently and plans over
+// all 32 buckets (it was a 409 "short of stock").
+func TestStaleBucketCountIsNotShortOfStock(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p, err := s.st.CreateProduct(ctx, products.New{Name: "Lamp", Category: "lighting", PriceCents: ptr[int64](100), Stock: ptr[int64](100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.raw(tables.Products, productKey(p.ProductID))
+	n := 32
+	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{StockBuckets: &n}, nil); err != nil {
+		t.Fatal(err)
+	}
+	db := stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}
+	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil, nil); err != nil {
+		t.Fatalf("order 50 of 100 with a stale bucket count: %v", err)
+	}
+	if got := s.stock(p.ProductID); got != 50 {
+		t.Fatalf("stock: got %d, want 50", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
