@@ -107,3 +107,14 @@ func (m metered) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 	}
 	return out, err
 }
+
+func (m metered) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	in.ReturnConsumedCapacity = total
+	out, err := m.db.TransactGetItems(ctx, in, opts...)
+	if out != nil {
+		record(ctx, false, out.ConsumedCapacity...)
+	} else {
+		record(ctx, false)
+	}
+	return out, err
+}

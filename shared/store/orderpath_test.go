@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -124,3 +125,67 @@ func TestStaleBucketCountIsNotShortOfStock(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// interleaved answers eventually consistent reads of the stock buckets with
+// bucket 0 as it was when it was made and the others as they are: a read
+// that straddles a write, as BatchGetItem's read-committed isolation allows.
+type interleaved struct {
+	store.DB
+	table string
+	old   map[string]map[string]types.AttributeValue
+}
+
+func (d interleaved) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := d.DB.BatchGetItem(ctx, in, opts...)
+	if err != nil || aws.ToBool(in.RequestItems[d.table].ConsistentRead) {
+		return out, err
+	}
+	for i, it := range out.Responses[d.table] {
+		if was, ok := d.old[it["bucketId"].(*types.AttributeValueMemberS).Value]; ok {
+			out.Responses[d.table][i] = was
+		}
+	}
+	return out, nil
+}
+
+// TestStockIsReadAsOfOneInstant: buckets [5,0] respread to [3,2] by a PATCH
+// of the stock: a read of bucket 0 before it and bucket 1 after it would
+// show 8 units for a product that never held more than 5.
+func TestStockIsReadAsOfOneInstant(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p, err := s.st.CreateProduct(ctx, products.New{Name: "Vase", Category: "home", PriceCents: ptr[int64](100), Stock: ptr[int64](5), StockBuckets: ptr(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Buckets [5,0], as sales from bucket 1 and restocks into bucket 0
+	// leave them; a PATCH of stock 5 respreads them to [3,2].
+	five := int64(5)
+	stockTable := tables.Physical(s.prefix, tables.ProductStock)
+	put := func(i, units int) {
+		if _, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(stockTable), Key: map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: p.ProductID + "#" + strconv.Itoa(i)}},
+			UpdateExpression:          aws.String("SET #u = :u"),
+			ExpressionAttributeNames:  map[string]string{"#u": "units"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberN{Value: strconv.Itoa(units)}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0, 5)
+	put(1, 0)
+	old := map[string]map[string]types.AttributeValue{}
+	key := p.ProductID + "#0"
+	old[key] = s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})
+	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{Stock: &five}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(interleaved{DB: s.db, table: stockTable, old: old}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	got, err := st.GetProduct(ctx, p.ProductID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stock != 5 {
+		t.Fatalf("stock: got %d, want 5 (the product never held more)", got.Stock)
+	}
+}

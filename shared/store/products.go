@@ -93,6 +93,17 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	if err != nil {
 		return products.Product{}, err
 	}
+	if n := bucketsOf(p); n > 1 {
+		// Several buckets: read as of one instant, so the total is one the
+		// product held (a unit is never shown twice).
+		bs, err := s.readBucketsAtOnce(ctx, id, n)
+		if err != nil {
+			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+		}
+		p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
+		p.Version += versions(bs)
+		return p, nil
+	}
 	ps := []products.Product{p}
 	if err := s.withStock(ctx, ps, false); err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)

@@ -96,6 +96,44 @@ func (s *Store) readBuckets(ctx context.Context, counts map[string]int, consiste
 	return out, nil
 }
 
+// readBucketsAtOnce reads the buckets of product id as of one instant:
+// TransactGetItems is serializable against transactions, where a
+// BatchGetItem's reads of different items are each read-committed and may
+// straddle a respread or a sale and a restock, and so count a unit twice
+// (buckets [5,0] respread to [3,2] read as 5+2). A missing bucket reads as
+// empty. Cancelled by a transaction in progress on a bucket, it backs off
+// and reads again.
+func (s *Store) readBucketsAtOnce(ctx context.Context, id string, n int) ([]bucket, error) {
+	gets := make([]types.TransactGetItem, n)
+	for i := range gets {
+		gets[i] = types.TransactGetItem{Get: &types.Get{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, i)}}
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
+		if err == nil {
+			bs := make([]bucket, n)
+			for i, r := range out.Responses {
+				if r.Item == nil {
+					continue
+				}
+				if err := attributevalue.UnmarshalMap(r.Item, &bs[i]); err != nil {
+					return nil, fmt.Errorf("read stock of %s: %w", id, err)
+				}
+			}
+			return bs, nil
+		}
+		if c, ok := cancelled(err); !ok || !c.retryable() {
+			return nil, fmt.Errorf("read stock of %s: %w", id, classify(err))
+		}
+		if attempt >= s.cfg.MaxAttempts {
+			return nil, contention("read stock")
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // withStock fills in the stock totals of ps from their buckets, and adds
 // their buckets' versions to the products'.
 func (s *Store) withStock(ctx context.Context, ps []products.Product, consistent bool) error {
