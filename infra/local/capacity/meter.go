@@ -24,6 +24,7 @@ type DB interface {
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	TransactGetItems(context.Context, *dynamodb.TransactGetItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
 }
 
 // Call is one call a Meter passed on and what it cost.
@@ -458,6 +459,34 @@ func ptrs(ccs []types.ConsumedCapacity) []*types.ConsumedCapacity {
 
 // TransactWriteItems charges every action as a transactional write of its
 // item (a ConditionCheck by CheckUnits), and the index writes as standard.
+// TransactGetItems costs each item read twice a strongly consistent read
+// ("Capacity management for transactions": two reads per item, one to
+// prepare and one to commit).
+func (m *Meter) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := m.db.TransactGetItems(ctx, in, opts...)
+	if err != nil {
+		m.record(Call{Op: "TransactGetItems", Failed: true})
+		return out, err
+	}
+	read := 0.0
+	for i, r := range out.Responses {
+		item := r.Item
+		if g := in.TransactItems[i].Get; g != nil && g.ProjectionExpression != nil && item != nil {
+			t, err := m.table(g.TableName)
+			if err != nil {
+				return nil, err
+			}
+			if item, err = m.read(ctx, g.TableName, t, g.Key); err != nil {
+				return nil, err
+			}
+		}
+		read += ReadUnits(ItemSize(item), Transactional)
+	}
+	m.record(Call{Op: "TransactGetItems", Read: read, ReportedRead: reported(ptrs(out.ConsumedCapacity)...)})
+	return out, nil
+}
+
 func (m *Meter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	type action struct {
 		table         *string

@@ -1,0 +1,201 @@
+package system_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
+	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/orders"
+	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/store"
+	"github.com/shopstream/shopstream/shared/users"
+)
+
+// callCounter is a DynamoDB client that counts the calls of each order (its
+// context's counter) and the transaction conflicts by table.
+type callCounter struct {
+	store.DB
+	prefix    string
+	mu        sync.Mutex
+	conflicts map[string]int
+}
+
+type callsKey struct{}
+
+func (c *callCounter) count(ctx context.Context) {
+	if n, ok := ctx.Value(callsKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
+}
+
+func (c *callCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count(ctx)
+	return c.DB.GetItem(ctx, in, opts...)
+}
+
+func (c *callCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.count(ctx)
+	return c.DB.BatchGetItem(ctx, in, opts...)
+}
+
+func (c *callCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.count(ctx)
+	out, err := c.DB.TransactWriteItems(ctx, in, opts...)
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		c.mu.Lock()
+		for i, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) != "TransactionConflict" || i >= len(in.TransactItems) {
+				continue
+			}
+			a := in.TransactItems[i]
+			var table *string
+			switch {
+			case a.Put != nil:
+				table = a.Put.TableName
+			case a.Update != nil:
+				table = a.Update.TableName
+			case a.Delete != nil:
+				table = a.Delete.TableName
+			case a.ConditionCheck != nil:
+				table = a.ConditionCheck.TableName
+			}
+			c.conflicts[strings.TrimPrefix(aws.ToString(table), c.prefix)]++
+		}
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+// orderLoad is one run's outcome.
+type orderLoad struct {
+	placed, refused, failed int
+	latency                 []time.Duration
+	calls                   []int64
+	elapsed                 time.Duration
+	conflicts               map[string]int
+}
+
+// runOrderLoad places orders of 1 to 3 units of one of ten products (stock
+// ample) from clients buyers for d, through the store as the API calls it,
+// while the system's stream processors count them.
+func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) orderLoad {
+	tb.Helper()
+	prefix := stacktest.OwnPrefix(tb)
+	sys, err := system.Start(context.Background(), system.Config{
+		Stack: stack.Config{
+			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
+			TTLSweepInterval: -1,
+			Limits:           ddbfront.Limits{Off: limitsOff},
+		},
+		TablePrefix: prefix,
+		Logger:      testLogger(),
+	})
+	if err != nil {
+		tb.Fatalf("start system: %v", err)
+	}
+	defer sys.Close()
+	cc := &callCounter{DB: sys.DynamoDB(), prefix: prefix, conflicts: map[string]int{}}
+	st := store.New(cc, store.Config{Tables: store.TablesWithPrefix(prefix)})
+	ctx := context.Background()
+	var ids []string
+	for i := range 10 {
+		p, err := st.CreateProduct(ctx, products.New{Name: fmt.Sprintf("Item %d", i), Category: "load", PriceCents: ptr[int64](100), Stock: ptr[int64](1_000_000)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ids = append(ids, p.ProductID)
+	}
+	for i := range clients {
+		u := fmt.Sprintf("load%d", i)
+		if _, err := st.CreateUser(ctx, u, users.New{Email: u + "@example.com", Name: u}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var out orderLoad
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for i := range clients {
+		u := fmt.Sprintf("load%d", i)
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				var calls atomic.Int64
+				octx := context.WithValue(ctx, callsKey{}, &calls)
+				t0 := time.Now()
+				_, err := st.PlaceOrder(octx, u, orders.Request{Items: []orders.Item{{ProductID: ids[rand.IntN(len(ids))], Quantity: 1 + rand.IntN(3)}}}, nil, nil)
+				el := time.Since(t0)
+				var e *errcode.Error
+				mu.Lock()
+				switch {
+				case err == nil:
+					out.placed++
+					out.latency = append(out.latency, el)
+					out.calls = append(out.calls, calls.Load())
+				case errors.As(err, &e) && e.Code == errcode.Conflict:
+					out.refused++
+				default:
+					out.failed++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	out.elapsed = time.Since(start)
+	out.conflicts = cc.conflicts
+	slices.Sort(out.latency)
+	slices.Sort(out.calls)
+	return out
+}
+
+// BenchmarkOrderLoad measures the order path under AWS's limits and without
+// them, in one run on one machine: 24 clients over 10 products for 10 s
+// (ORDER_LOAD_SECONDS), with the counters, the indexer and the archiver
+// following the streams. It reports orders/s, p50/p99 latency, DynamoDB
+// calls per order (p50, p99, max) and the transaction conflicts by table.
+//
+//	go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
+func BenchmarkOrderLoad(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		off  bool
+	}{{"limits=on", false}, {"limits=off", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for range b.N {
+				l := runOrderLoad(b, mode.off, 24, 10*time.Second)
+				if len(l.latency) == 0 {
+					b.Fatalf("no order placed: %d refused, %d failed", l.refused, l.failed)
+				}
+				pct := func(p int) int { return p * (len(l.latency) - 1) / 100 }
+				b.ReportMetric(float64(l.placed)/l.elapsed.Seconds(), "orders/s")
+				b.ReportMetric(float64(l.latency[pct(50)].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(l.latency[pct(99)].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(l.calls[pct(50)]), "calls/order-p50")
+				b.ReportMetric(float64(l.calls[pct(99)]), "calls/order-p99")
+				b.ReportMetric(float64(l.calls[len(l.calls)-1]), "calls/order-max")
+				b.ReportMetric(float64(l.failed), "failed")
+				b.Logf("%s: %d placed, %d refused, %d failed in %s; conflicts by table %v", mode.name, l.placed, l.refused, l.failed, l.elapsed.Round(time.Millisecond), l.conflicts)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
