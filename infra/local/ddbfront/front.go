@@ -228,7 +228,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.positions.wrote(streams...)
 	}
 	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
-		f.answerCommitted(w, r, resp)
+		f.answerCommitted(w, r, resp, adm)
 		return
 	}
 	if target == "DynamoDBStreams_20120810.GetRecords" && resp.StatusCode == http.StatusOK {
@@ -264,7 +264,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
 		return
 	}
-	adm.chargeAnswer(r.Context(), resp.StatusCode, out)
+	if refused := adm.chargeAnswer(r.Context(), resp.StatusCode, out); refused != nil {
+		writeErrorBody(w, refused.status, refused.body)
+		return
+	}
 	relay(w, resp, out)
 }
 
@@ -273,7 +276,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // gone), the client gets an InternalServerError, whose outcome DynamoDB
 // leaves open too: the SDK retries with the same ClientRequestToken, which
 // DynamoDB Local does not apply twice.
-func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *http.Response, adm *admission) {
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
@@ -284,6 +287,7 @@ func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *ht
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "transaction outcome unknown: "+err.Error())
 		return
 	}
+	adm.chargeAnswer(r.Context(), resp.StatusCode, out)
 	relay(w, resp, out)
 }
 
