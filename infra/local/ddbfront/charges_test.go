@@ -219,3 +219,82 @@ func createIndexedTable(t *testing.T, db *dynamodb.Client, name string) {
 		t.Fatalf("create table %s: %v", name, err)
 	}
 }
+
+// A batch is answered key by key ("BatchWriteItem", "BatchGetItem", API
+// reference): the items of a throttled partition come back unprocessed, the
+// others are processed, and the whole batch fails with
+// ProvisionedThroughputExceededException only when nothing could be.
+func TestBatchesAnsweredKeyByKey(t *testing.T) {
+	st, clock := limitedStack(t)
+	db := st.DynamoDB()
+	table := stacktest.OwnPrefix(t) + "items"
+	createTable(t, db, table, "")
+	clock.refill()
+	for i := 0; i < 12; i++ { // the hot partition's 12 write units
+		put(t, db, table, item("hot", 100+i, nil))
+	}
+	var writes []types.WriteRequest
+	for i := 0; i < 10; i++ {
+		writes = append(writes,
+			types.WriteRequest{PutRequest: &types.PutRequest{Item: item("hot", i, nil)}},
+			types.WriteRequest{PutRequest: &types.PutRequest{Item: item("cold"+itoa(i), i, nil)}})
+	}
+	out, err := db.BatchWriteItem(ctx(t), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: writes}}, noRetry)
+	if err != nil {
+		t.Fatalf("batch write of 10 hot and 10 cold items: %v", err)
+	}
+	if got := len(out.UnprocessedItems[table]); got != 10 {
+		t.Errorf("unprocessed items: got %d, want the 10 hot ones", got)
+	}
+	for _, w := range out.UnprocessedItems[table] {
+		if pk := w.PutRequest.Item["pk"].(*types.AttributeValueMemberS).Value; pk != "hot" {
+			t.Errorf("unprocessed item of partition %s, want only hot's", pk)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		got, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("cold"+itoa(i), i)})
+		if err != nil || got.Item == nil {
+			t.Errorf("cold item %d: got %v, %v; want it written", i, got.Item, err)
+		}
+	}
+	_, err = db.BatchWriteItem(ctx(t), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: writes[:1]}}, noRetry)
+	var pte *types.ProvisionedThroughputExceededException
+	if !errors.As(err, &pte) {
+		t.Errorf("batch write of hot items only: got %v, want ProvisionedThroughputExceededException", err)
+	}
+
+	// Reads: the hot partition's 12 read units spent, a GetItem refused.
+	clock.refill()
+	for {
+		_, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("hot", 100), ConsistentRead: aws.Bool(true)}, noRetry)
+		if errors.As(err, &pte) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var keys []map[string]types.AttributeValue
+	for i := 0; i < 5; i++ {
+		keys = append(keys, key("hot", 100+i))
+	}
+	for i := 0; i < 10; i++ {
+		keys = append(keys, key("cold"+itoa(i), i))
+	}
+	got, err := db.BatchGetItem(ctx(t), &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+		table: {Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("pk, sk")},
+	}}, noRetry)
+	if err != nil {
+		t.Fatalf("batch get of 5 hot and 10 cold keys: %v", err)
+	}
+	if n := len(got.Responses[table]); n != 10 {
+		t.Errorf("answered: got %d, want the 10 cold keys", n)
+	}
+	un := got.UnprocessedKeys[table]
+	if len(un.Keys) != 5 || aws.ToString(un.ProjectionExpression) != "pk, sk" || !aws.ToBool(un.ConsistentRead) {
+		t.Errorf("unprocessed keys: got %d keys, projection %q, consistent %v; want the 5 hot ones as asked", len(un.Keys), aws.ToString(un.ProjectionExpression), aws.ToBool(un.ConsistentRead))
+	}
+	_, err = db.BatchGetItem(ctx(t), &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{table: {Keys: keys[:5]}}}, noRetry)
+	if !errors.As(err, &pte) {
+		t.Errorf("batch get of hot keys only: got %v, want ProvisionedThroughputExceededException", err)
+	}
+}

@@ -204,6 +204,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if writeTargets[target] {
 		streams = f.positions.before(r.Context(), writtenTables(op, body))
 	}
+	if adm != nil && adm.rewrite != nil {
+		body = adm.rewrite.forward
+	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, f.cfg.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
@@ -267,6 +270,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if refused := adm.chargeAnswer(r.Context(), resp.StatusCode, out); refused != nil {
 		writeErrorBody(w, refused.status, refused.body)
 		return
+	}
+	if adm != nil && resp.StatusCode == http.StatusOK {
+		out = adm.rewrite.answer(out)
 	}
 	relay(w, resp, out)
 }

@@ -156,6 +156,11 @@ type admission struct {
 	// stmt is an ExecuteStatement SELECT, charged as the read it is.
 	stmt *statement
 	cons capacity.Consistency
+	// rewrite is a batch cut down to what its partitions admit.
+	rewrite *rewrite
+	// provisional is what a BatchGetItem took from each partition as it
+	// was admitted, deducted from its charge.
+	provisional map[bucketKey]float64
 }
 
 // settlement is a write charged on its item before alone, to be charged
@@ -188,7 +193,9 @@ func (l *limiter) admit(ctx context.Context, op string, body []byte) (*admission
 		return l.admitWrite(ctx, op, body)
 	case "BatchWriteItem":
 		return l.admitBatchWrite(ctx, body)
-	case "TransactGetItems", "GetItem", "BatchGetItem", "Query":
+	case "BatchGetItem":
+		return l.admitBatchGet(ctx, body)
+	case "TransactGetItems", "GetItem", "Query":
 		return l.admitRead(ctx, op, body)
 	case "Scan":
 		var req struct{ ConsistentRead bool }
@@ -355,56 +362,6 @@ func (l *limiter) admitWriteRef(ctx context.Context, op string, r ref) (*admissi
 	l.mu.Unlock()
 	adm := &admission{l: l, op: op, writeID: []string{r.id}}
 	charges, settle, err := l.writeCharges(ctx, []ref{r}, false)
-	if err != nil {
-		return adm, nil
-	}
-	adm.settle = settle
-	if _, b, ok := l.take(charges); !ok {
-		adm.releaseNow()
-		return nil, throttled(b)
-	}
-	return adm, nil
-}
-
-func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission, *refusal) {
-	var req struct {
-		RequestItems map[string][]struct {
-			PutRequest *struct {
-				Item map[string]events.DynamoDBAttributeValue
-			}
-			DeleteRequest *struct {
-				Key map[string]events.DynamoDBAttributeValue
-			}
-		}
-	}
-	if json.Unmarshal(body, &req) != nil {
-		return nil, nil
-	}
-	var refs []ref
-	for table, reqs := range req.RequestItems {
-		for _, wr := range reqs {
-			a := rawAction{TableName: table}
-			kind := "Delete"
-			if wr.PutRequest != nil {
-				kind, a.Item = "Put", wr.PutRequest.Item
-			} else if wr.DeleteRequest != nil {
-				a.Key = wr.DeleteRequest.Key
-			}
-			r, err := l.refOf(ctx, kind, a)
-			if err != nil {
-				return nil, nil
-			}
-			refs = append(refs, r)
-		}
-	}
-	adm := &admission{l: l, op: "BatchWriteItem"}
-	l.mu.Lock()
-	for _, r := range refs {
-		l.writes[r.id]++
-		adm.writeID = append(adm.writeID, r.id)
-	}
-	l.mu.Unlock()
-	charges, settle, err := l.writeCharges(ctx, refs, false)
 	if err != nil {
 		return adm, nil
 	}

@@ -68,8 +68,9 @@ func (l *limiter) inDebt(keys []bucketKey) (int, bool) {
 	return 0, false
 }
 
+// charge takes units from a bucket (gives them back when negative).
 func (l *limiter) charge(k bucketKey, units float64) {
-	if units <= 0 {
+	if units == 0 {
 		return
 	}
 	l.mu.Lock()
@@ -192,26 +193,6 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 			return nil, cancellationOf(codes)
 		}
 		return adm, nil
-	case "BatchGetItem":
-		var req struct {
-			RequestItems map[string]struct {
-				Keys           []map[string]events.DynamoDBAttributeValue
-				ConsistentRead bool
-			}
-		}
-		if json.Unmarshal(body, &req) != nil {
-			return nil, nil
-		}
-		for table, ka := range req.RequestItems {
-			for _, k := range ka.Keys {
-				r, err := l.refOf(ctx, "Get", rawAction{TableName: table, Key: k})
-				if err != nil {
-					return nil, nil
-				}
-				adm.reads = append(adm.reads, readCharge{bucket: l.tableBucket(ctx, r), c: consistencyOf(ka.ConsistentRead), table: table})
-			}
-		}
-		adm.body = body
 	case "Query":
 		var req struct {
 			TableName, IndexName      string
@@ -695,6 +676,10 @@ func (l *limiter) chargeBatchGet(ctx context.Context, a *admission, out []byte) 
 		for _, r := range refs {
 			l.charge(bucketKey{table: table, pk: valueText(r.key[t.PartitionKey.Name])}, capacity.ReadUnits(capacity.ItemSize(found[r.id]), consistencyOf(ka.ConsistentRead)))
 		}
+	}
+	// What admission took is part of what was charged.
+	for b, u := range a.provisional {
+		l.charge(b, -u)
 	}
 }
 

@@ -1,0 +1,271 @@
+package ddbfront
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shopstream/shopstream/infra/local/capacity"
+)
+
+// Batches are answered key by key, as "BatchWriteItem" and "BatchGetItem"
+// (API reference) describe: the items whose partitions can pay are
+// processed, the others come back in UnprocessedItems or UnprocessedKeys,
+// and the whole request fails with ProvisionedThroughputExceededException
+// only when none could be processed. The front passes DynamoDB Local the
+// batch without the refused keys and adds them to its answer.
+
+// rewrite is a batch the limits cut down: the request DynamoDB Local gets,
+// and what its answer must add as unprocessed.
+type rewrite struct {
+	forward []byte
+	field   string // UnprocessedItems or UnprocessedKeys
+	refused map[string]json.RawMessage
+}
+
+// answer adds the refused keys to DynamoDB Local's answer.
+func (rw *rewrite) answer(out []byte) []byte {
+	if rw == nil || len(rw.refused) == 0 {
+		return out
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(out, &res) != nil {
+		return out
+	}
+	merged := map[string]json.RawMessage{}
+	if raw, ok := res[rw.field]; ok {
+		var local map[string]json.RawMessage
+		if json.Unmarshal(raw, &local) == nil {
+			for t, v := range local {
+				merged[t] = v
+			}
+		}
+	}
+	for t, v := range rw.refused {
+		if prev, ok := merged[t]; ok && rw.field == "UnprocessedItems" {
+			var a, b []json.RawMessage
+			if json.Unmarshal(prev, &a) == nil && json.Unmarshal(v, &b) == nil {
+				v, _ = json.Marshal(append(a, b...))
+			}
+		} else if ok {
+			var a, b map[string]json.RawMessage
+			if json.Unmarshal(prev, &a) == nil && json.Unmarshal(v, &b) == nil {
+				var ka, kb []json.RawMessage
+				json.Unmarshal(a["Keys"], &ka)
+				json.Unmarshal(b["Keys"], &kb)
+				b["Keys"], _ = json.Marshal(append(ka, kb...))
+				v, _ = json.Marshal(b)
+			}
+		}
+		merged[t] = v
+	}
+	res[rw.field], _ = json.Marshal(merged)
+	body, err := json.Marshal(res)
+	if err != nil {
+		return out
+	}
+	return body
+}
+
+// withItems is the request body with RequestItems replaced.
+func withItems(body []byte, items map[string]json.RawMessage) ([]byte, error) {
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	var err error
+	if req["RequestItems"], err = json.Marshal(items); err != nil {
+		return nil, err
+	}
+	return json.Marshal(req)
+}
+
+func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission, *refusal) {
+	var req struct {
+		RequestItems map[string][]json.RawMessage
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil
+	}
+	type entry struct {
+		table string
+		raw   json.RawMessage
+	}
+	var refs []ref
+	var entries []entry
+	names := make([]string, 0, len(req.RequestItems))
+	for table := range req.RequestItems {
+		names = append(names, table)
+	}
+	slices.Sort(names)
+	for _, table := range names {
+		for _, raw := range req.RequestItems[table] {
+			var wr struct {
+				PutRequest *struct {
+					Item map[string]events.DynamoDBAttributeValue
+				}
+				DeleteRequest *struct {
+					Key map[string]events.DynamoDBAttributeValue
+				}
+			}
+			if json.Unmarshal(raw, &wr) != nil {
+				return nil, nil
+			}
+			a := rawAction{TableName: table}
+			kind := "Delete"
+			if wr.PutRequest != nil {
+				kind, a.Item = "Put", wr.PutRequest.Item
+			} else if wr.DeleteRequest != nil {
+				a.Key = wr.DeleteRequest.Key
+			}
+			r, err := l.refOf(ctx, kind, a)
+			if err != nil {
+				return nil, nil
+			}
+			refs = append(refs, r)
+			entries = append(entries, entry{table, raw})
+		}
+	}
+	charges, _, err := l.writeCharges(ctx, refs, false)
+	if err != nil {
+		return nil, nil
+	}
+	byPos := make([][]charge, len(refs))
+	for _, c := range charges {
+		byPos[c.pos] = append(byPos[c.pos], c)
+	}
+	adm := &admission{l: l, op: "BatchWriteItem"}
+	kept := map[string]json.RawMessage{}
+	keptItems := map[string][]json.RawMessage{}
+	refused := map[string][]json.RawMessage{}
+	var first bucketKey
+	for i, r := range refs {
+		if _, b, ok := l.take(byPos[i]); !ok {
+			if len(refused) == 0 {
+				first = b
+			}
+			refused[entries[i].table] = append(refused[entries[i].table], entries[i].raw)
+			continue
+		}
+		keptItems[entries[i].table] = append(keptItems[entries[i].table], entries[i].raw)
+		adm.writeID = append(adm.writeID, r.id)
+	}
+	if len(adm.writeID) == 0 && len(refs) > 0 {
+		return nil, throttled(first)
+	}
+	l.mu.Lock()
+	for _, id := range adm.writeID {
+		l.writes[id]++
+	}
+	l.mu.Unlock()
+	if len(refused) == 0 {
+		return adm, nil
+	}
+	for t, items := range keptItems {
+		kept[t], _ = json.Marshal(items)
+	}
+	forward, err := withItems(body, kept)
+	if err != nil {
+		adm.releaseNow()
+		return nil, nil
+	}
+	adm.rewrite = &rewrite{forward: forward, field: "UnprocessedItems", refused: map[string]json.RawMessage{}}
+	for t, items := range refused {
+		adm.rewrite.refused[t], _ = json.Marshal(items)
+	}
+	return adm, nil
+}
+
+// admitBatchGet lets each key through while its partition has units left,
+// taking from it at once the least a read costs, so that the batch's next
+// keys on that partition see it; the rest is charged by the answer.
+func (l *limiter) admitBatchGet(ctx context.Context, body []byte) (*admission, *refusal) {
+	var req struct {
+		RequestItems map[string]map[string]json.RawMessage
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil
+	}
+	names := make([]string, 0, len(req.RequestItems))
+	for table := range req.RequestItems {
+		names = append(names, table)
+	}
+	slices.Sort(names)
+	adm := &admission{l: l, op: "BatchGetItem", provisional: map[bucketKey]float64{}}
+	kept := map[string]json.RawMessage{}
+	refused := map[string]json.RawMessage{}
+	var first bucketKey
+	processed, total := 0, 0
+	for _, table := range names {
+		ka := req.RequestItems[table]
+		var keys []map[string]events.DynamoDBAttributeValue
+		var consistent bool
+		if json.Unmarshal(ka["Keys"], &keys) != nil {
+			return nil, nil
+		}
+		if raw, ok := ka["ConsistentRead"]; ok && json.Unmarshal(raw, &consistent) != nil {
+			return nil, nil
+		}
+		least := capacity.ReadUnits(0, consistencyOf(consistent))
+		var in, out []map[string]events.DynamoDBAttributeValue
+		for _, k := range keys {
+			total++
+			r, err := l.refOf(ctx, "Get", rawAction{TableName: table, Key: k})
+			if err != nil {
+				return nil, nil
+			}
+			b := l.tableBucket(ctx, r)
+			l.mu.Lock()
+			bucket := l.refill(b, l.now())
+			ok := bucket.tokens > 0
+			if ok {
+				bucket.tokens -= least
+			} else {
+				l.stats.Throttles++
+			}
+			l.mu.Unlock()
+			if !ok {
+				if len(out) == 0 && len(refused) == 0 {
+					first = b
+				}
+				out = append(out, k)
+				continue
+			}
+			adm.provisional[b] += least
+			processed++
+			in = append(in, k)
+		}
+		with := func(keys []map[string]events.DynamoDBAttributeValue) json.RawMessage {
+			c := map[string]json.RawMessage{}
+			for f, v := range ka {
+				c[f] = v
+			}
+			c["Keys"], _ = json.Marshal(keys)
+			raw, _ := json.Marshal(c)
+			return raw
+		}
+		if len(in) > 0 {
+			kept[table] = with(in)
+		}
+		if len(out) > 0 {
+			refused[table] = with(out)
+		}
+	}
+	if processed == 0 && total > 0 {
+		return nil, throttled(first)
+	}
+	adm.reads = []readCharge{{}} // charged by its answer
+	adm.body = body
+	if len(refused) == 0 {
+		return adm, nil
+	}
+	forward, err := withItems(body, kept)
+	if err != nil {
+		return nil, nil
+	}
+	adm.body = forward
+	adm.rewrite = &rewrite{forward: forward, field: "UnprocessedKeys", refused: refused}
+	return adm, nil
+}
