@@ -163,6 +163,9 @@ func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission,
 	if len(refused) == 0 {
 		return adm, nil
 	}
+	l.mu.Lock()
+	l.stats.Unprocessed += int64(len(refs) - len(adm.writeID))
+	l.mu.Unlock()
 	for t, items := range keptItems {
 		kept[t], _ = json.Marshal(items)
 	}
@@ -261,6 +264,9 @@ func (l *limiter) admitBatchGet(ctx context.Context, body []byte) (*admission, *
 	if len(refused) == 0 {
 		return adm, nil
 	}
+	l.mu.Lock()
+	l.stats.Unprocessed += int64(total - processed)
+	l.mu.Unlock()
 	forward, err := withItems(body, kept)
 	if err != nil {
 		return nil, nil

@@ -297,4 +297,7 @@ func TestBatchesAnsweredKeyByKey(t *testing.T) {
 	if !errors.As(err, &pte) {
 		t.Errorf("batch get of hot keys only: got %v, want ProvisionedThroughputExceededException", err)
 	}
+	if got := st.Front.LimitStats().Unprocessed; got != 15 {
+		t.Errorf("stats: got %d unprocessed keys, want 15", got)
+	}
 }

@@ -74,8 +74,12 @@ type LimitStats struct {
 	// TransactionConflictException or a cancellation naming
 	// TransactionConflict.
 	Conflicts int64
-	// Throttles are requests refused for a partition's throughput.
+	// Throttles are requests refused for a partition's throughput, and
+	// keys of batches refused so (each key once).
 	Throttles int64
+	// Unprocessed are the keys batches answered as unprocessed
+	// (UnprocessedItems, UnprocessedKeys) for a partition's throughput.
+	Unprocessed int64
 }
 
 // LimitStats returns the counts so far.
