@@ -23,10 +23,16 @@ type rewrite struct {
 	forward []byte
 	field   string // UnprocessedItems or UnprocessedKeys
 	refused map[string]json.RawMessage
+	// statementErrors are a BatchExecuteStatement's refused statements'
+	// errors, by position (nil: run by DynamoDB Local).
+	statementErrors []map[string]any
 }
 
 // answer adds the refused keys to DynamoDB Local's answer.
 func (rw *rewrite) answer(out []byte) []byte {
+	if rw != nil && rw.statementErrors != nil {
+		return rw.statementAnswer(out)
+	}
 	if rw == nil || len(rw.refused) == 0 {
 		return out
 	}
@@ -274,4 +280,197 @@ func (l *limiter) admitBatchGet(ctx context.Context, body []byte) (*admission, *
 	adm.body = forward
 	adm.rewrite = &rewrite{forward: forward, field: "UnprocessedKeys", refused: refused}
 	return adm, nil
+}
+
+// admitExecuteTransaction checks an ExecuteTransaction as the transaction
+// it stands for: INSERT, UPDATE and DELETE statements as a
+// TransactWriteItems of their items, SELECT statements as a
+// TransactGetItems.
+func (l *limiter) admitExecuteTransaction(ctx context.Context, body []byte) (*admission, *refusal) {
+	var req struct {
+		TransactStatements []struct {
+			Statement  string
+			Parameters []events.DynamoDBAttributeValue
+		}
+		ClientRequestToken string
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil
+	}
+	var refs []ref
+	reads := 0
+	for _, ts := range req.TransactStatements {
+		st, err := l.statementOf(ts.Statement, ts.Parameters)
+		if err != nil {
+			return nil, nil
+		}
+		var r ref
+		if st.kind == "SELECT" {
+			r, err = l.refOfKey(ctx, st)
+			reads++
+		} else {
+			r, err = l.refOfStatement(ctx, st)
+		}
+		if err != nil {
+			return nil, nil
+		}
+		refs = append(refs, r)
+	}
+	if reads == 0 {
+		return l.admitTransactRefs(ctx, "ExecuteTransaction", refs, req.ClientRequestToken)
+	}
+	if reads != len(refs) {
+		return nil, nil // DynamoDB refuses a mix of reads and writes
+	}
+	return l.admitTransactGet(ctx, "ExecuteTransaction", refs)
+}
+
+// refOfKey names the item a SELECT names by its whole key.
+func (l *limiter) refOfKey(ctx context.Context, st *statement) (ref, error) {
+	del := *st
+	del.kind = "DELETE"
+	r, err := l.refOfStatement(ctx, &del)
+	r.kind = "Get"
+	return r, err
+}
+
+// admitBatchStatements checks a BatchExecuteStatement statement by
+// statement, as BatchExecuteStatement answers: a statement whose item a
+// transaction holds fails alone with TransactionConflict, one whose
+// partition cannot pay with ProvisionedThroughputExceeded, and the others
+// are run. DynamoDB Local runs the admitted ones; the front puts the
+// refused ones' errors in their places.
+func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admission, *refusal) {
+	var req struct {
+		Statements []struct {
+			Statement      string
+			Parameters     []events.DynamoDBAttributeValue
+			ConsistentRead bool
+		}
+	}
+	var raw struct{ Statements []json.RawMessage }
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(body, &raw) != nil || len(raw.Statements) != len(req.Statements) {
+		return nil, nil
+	}
+	adm := &admission{l: l, op: "BatchExecuteStatement"}
+	errs := make([]map[string]any, len(req.Statements))
+	var kept []json.RawMessage
+	for i, s := range req.Statements {
+		st, err := l.statementOf(s.Statement, s.Parameters)
+		if err != nil {
+			kept = append(kept, raw.Statements[i])
+			continue
+		}
+		if st.kind == "SELECT" {
+			r, err := l.refOfKey(ctx, st)
+			if err == nil {
+				b := l.tableBucket(ctx, r)
+				if _, debt := l.inDebt([]bucketKey{b}); debt {
+					errs[i] = statementError(st.table, "ProvisionedThroughputExceeded", throttledMessage)
+					continue
+				}
+				adm.batchReads = append(adm.batchReads, batchRead{ref: r, c: consistencyOf(s.ConsistentRead)})
+			}
+			kept = append(kept, raw.Statements[i])
+			continue
+		}
+		r, err := l.refOfStatement(ctx, st)
+		if err != nil {
+			kept = append(kept, raw.Statements[i])
+			continue
+		}
+		one, refused := l.admitWriteRef(ctx, "BatchExecuteStatement", r)
+		switch {
+		case refused == conflictRefusal:
+			errs[i] = statementError(st.table, "TransactionConflict", "Transaction is ongoing for the item")
+			continue
+		case refused != nil:
+			errs[i] = statementError(st.table, "ProvisionedThroughputExceeded", throttledMessage)
+			continue
+		case one != nil:
+			adm.writeID = append(adm.writeID, one.writeID...)
+			adm.settle = append(adm.settle, one.settle...)
+		}
+		kept = append(kept, raw.Statements[i])
+	}
+	refused := 0
+	for _, e := range errs {
+		if e != nil {
+			refused++
+		}
+	}
+	if refused == 0 {
+		return adm, nil
+	}
+	var req2 map[string]json.RawMessage
+	if json.Unmarshal(body, &req2) != nil {
+		adm.releaseNow()
+		return nil, nil
+	}
+	req2["Statements"], _ = json.Marshal(kept)
+	forward, err := json.Marshal(req2)
+	if err != nil {
+		adm.releaseNow()
+		return nil, nil
+	}
+	adm.rewrite = &rewrite{forward: forward, statementErrors: errs}
+	return adm, nil
+}
+
+// refusedAll reports a BatchExecuteStatement none of whose statements was
+// admitted.
+func (a *admission) refusedAll() bool {
+	if a == nil || a.rewrite == nil || a.rewrite.statementErrors == nil {
+		return false
+	}
+	for _, e := range a.rewrite.statementErrors {
+		if e == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func statementError(table, code, msg string) map[string]any {
+	return map[string]any{"TableName": table, "Error": map[string]string{"Code": code, "Message": msg}}
+}
+
+const throttledMessage = "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html."
+
+// batchRead is a SELECT of a BatchExecuteStatement, charged as a GetItem
+// of its whole item.
+type batchRead struct {
+	ref ref
+	c   capacity.Consistency
+}
+
+// statementAnswer puts the refused statements' errors in their places
+// among DynamoDB Local's responses, or answers alone when every statement
+// was refused.
+func (rw *rewrite) statementAnswer(out []byte) []byte {
+	var res map[string]json.RawMessage
+	if out == nil {
+		res = map[string]json.RawMessage{}
+	} else if json.Unmarshal(out, &res) != nil {
+		return out
+	}
+	var local []json.RawMessage
+	json.Unmarshal(res["Responses"], &local)
+	merged := make([]any, 0, len(rw.statementErrors))
+	for _, e := range rw.statementErrors {
+		if e != nil {
+			merged = append(merged, e)
+			continue
+		}
+		if len(local) > 0 {
+			merged = append(merged, local[0])
+			local = local[1:]
+		}
+	}
+	res["Responses"], _ = json.Marshal(merged)
+	body, err := json.Marshal(res)
+	if err != nil {
+		return out
+	}
+	return body
 }

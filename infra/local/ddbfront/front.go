@@ -192,6 +192,12 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer adm.release()
+	if adm.refusedAll() {
+		// Every statement of the batch was refused: DynamoDB Local has
+		// nothing to run.
+		f.answer(w, func() (any, error) { return json.RawMessage(adm.rewrite.answer(nil)), nil })
+		return
+	}
 	switch target {
 	case "DynamoDB_20120810.UpdateTimeToLive":
 		f.answer(w, func() (any, error) { return f.updateTimeToLive(r.Context(), body) })

@@ -165,6 +165,10 @@ type admission struct {
 	// provisional is what a BatchGetItem took from each partition as it
 	// was admitted, deducted from its charge.
 	provisional map[bucketKey]float64
+	// batchReads are a BatchExecuteStatement's SELECTs.
+	batchReads []batchRead
+	// txGets are a read transaction's items.
+	txGets []ref
 }
 
 // settlement is a write charged on its item before alone, to be charged
@@ -209,6 +213,10 @@ func (l *limiter) admit(ctx context.Context, op string, body []byte) (*admission
 		return &admission{l: l, op: op, body: body, cons: consistencyOf(req.ConsistentRead)}, nil
 	case "ExecuteStatement":
 		return l.admitStatement(ctx, body)
+	case "ExecuteTransaction":
+		return l.admitExecuteTransaction(ctx, body)
+	case "BatchExecuteStatement":
+		return l.admitBatchStatements(ctx, body)
 	}
 	return nil, nil
 }

@@ -159,40 +159,15 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 		if json.Unmarshal(body, &req) != nil {
 			return nil, nil
 		}
-		codes := make([]string, len(req.TransactItems))
 		refs := make([]ref, len(req.TransactItems))
 		for i, ti := range req.TransactItems {
-			codes[i] = reasonNone
 			r, err := l.refOf(ctx, "Get", ti.Get)
 			if err != nil {
 				return nil, nil
 			}
 			refs[i] = r
-			adm.reads = append(adm.reads, readCharge{bucket: l.tableBucket(ctx, r), c: capacity.Transactional, table: r.table})
 		}
-		conflicted := false
-		l.mu.Lock()
-		for i, r := range refs {
-			if l.txItems[r.id].count > 0 || l.writes[r.id] > 0 {
-				codes[i], conflicted = reasonConflict, true
-			}
-		}
-		if conflicted {
-			l.stats.Conflicts++
-		}
-		l.mu.Unlock()
-		if conflicted {
-			return nil, cancellationOf(codes)
-		}
-		keys := make([]bucketKey, len(adm.reads))
-		for i, rc := range adm.reads {
-			keys[i] = rc.bucket
-		}
-		if i, debt := l.inDebt(keys); debt {
-			codes[i] = reasonThrottled
-			return nil, cancellationOf(codes)
-		}
-		return adm, nil
+		return l.admitTransactGet(ctx, op, refs)
 	case "Query":
 		var req struct {
 			TableName, IndexName      string
@@ -228,6 +203,41 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 	}
 	if i, debt := l.inDebt(keys); debt {
 		return nil, throttled(keys[i])
+	}
+	return adm, nil
+}
+
+// admitTransactGet checks a read transaction: cancelled when a write in
+// progress holds one of its items, or when one of its partitions has no
+// units left; charged twice its items' whole sizes once answered.
+func (l *limiter) admitTransactGet(ctx context.Context, op string, refs []ref) (*admission, *refusal) {
+	adm := &admission{l: l, op: op, txGets: refs}
+	codes := make([]string, len(refs))
+	keys := make([]bucketKey, len(refs))
+	for i, r := range refs {
+		codes[i] = reasonNone
+		keys[i] = l.tableBucket(ctx, r)
+	}
+	conflicted := false
+	l.mu.Lock()
+	for i, r := range refs {
+		if l.txItems[r.id].count > 0 || l.writes[r.id] > 0 {
+			codes[i], conflicted = reasonConflict, true
+		}
+	}
+	if conflicted {
+		l.stats.Conflicts++
+	}
+	l.mu.Unlock()
+	if conflicted {
+		return nil, cancellationOf(codes)
+	}
+	if i, debt := l.inDebt(keys); debt {
+		codes[i] = reasonThrottled
+		return nil, cancellationOf(codes)
+	}
+	for _, k := range keys {
+		adm.reads = append(adm.reads, readCharge{bucket: k, c: capacity.Transactional, table: k.table})
 	}
 	return adm, nil
 }
@@ -307,6 +317,19 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 			return nil
 		}
 		return l.takeRead(groups, a.cons)
+	case "BatchExecuteStatement":
+		refs := make([]ref, len(a.batchReads))
+		for i, br := range a.batchReads {
+			refs[i] = br.ref
+		}
+		if len(refs) > 0 {
+			if items, err := l.images(ctx, refs); err == nil {
+				for _, br := range a.batchReads {
+					l.charge(l.tableBucket(ctx, br.ref), capacity.ReadUnits(capacity.ItemSize(items[br.ref.id]), br.c))
+				}
+			}
+		}
+		return nil
 	case "ExecuteStatement":
 		if a.stmt == nil {
 			return nil
@@ -335,20 +358,14 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 			}
 		}
 		l.charge(a.reads[0].bucket, capacity.ReadUnits(size, a.reads[0].c))
-	case "TransactGetItems":
-		var res struct {
-			Responses []struct {
-				Item map[string]events.DynamoDBAttributeValue
-			}
+	case "TransactGetItems", "ExecuteTransaction":
+		// Charged the whole items, whatever the projection.
+		items, err := l.images(ctx, a.txGets)
+		if err != nil {
+			return nil
 		}
-		if json.Unmarshal(out, &res) == nil {
-			for i, rc := range a.reads {
-				size := 0
-				if i < len(res.Responses) {
-					size = sizeOf(res.Responses[i].Item)
-				}
-				l.charge(rc.bucket, capacity.ReadUnits(size, rc.c))
-			}
+		for i, r := range a.txGets {
+			l.charge(a.reads[i].bucket, capacity.ReadUnits(capacity.ItemSize(items[r.id]), capacity.Transactional))
 		}
 	case "Query":
 		items, err := l.queried(ctx, a.body, out)
