@@ -22,8 +22,8 @@ test: ddb-local fmt-check vet
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  echo "TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m $(PKGS)" && \
 	  TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m $(PKGS)
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime 10s ./functions/api/httpapi
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestPaths$$' -fuzztime 10s -parallel 1 ./functions/api/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime 20000x ./functions/api/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestPaths$$' -fuzztime 30x -parallel 1 ./functions/api/httpapi
 
 vet:
 	$(GO) vet $(PKGS)

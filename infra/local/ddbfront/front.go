@@ -192,6 +192,12 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer adm.release()
+	if adm.refusedAll() {
+		// Every statement of the batch was refused: DynamoDB Local has
+		// nothing to run.
+		f.answer(w, func() (any, error) { return json.RawMessage(adm.rewrite.answer(nil)), nil })
+		return
+	}
 	switch target {
 	case "DynamoDB_20120810.UpdateTimeToLive":
 		f.answer(w, func() (any, error) { return f.updateTimeToLive(r.Context(), body) })
@@ -203,6 +209,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var streams []string
 	if writeTargets[target] {
 		streams = f.positions.before(r.Context(), writtenTables(op, body))
+	}
+	if adm != nil && adm.rewrite != nil {
+		body = adm.rewrite.forward
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, f.cfg.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -228,7 +237,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.positions.wrote(streams...)
 	}
 	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
-		f.answerCommitted(w, r, resp)
+		f.answerCommitted(w, r, resp, adm)
 		return
 	}
 	if target == "DynamoDBStreams_20120810.GetRecords" && resp.StatusCode == http.StatusOK {
@@ -264,7 +273,13 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
 		return
 	}
-	adm.chargeAnswer(r.Context(), resp.StatusCode, out)
+	if refused := adm.chargeAnswer(r.Context(), resp.StatusCode, out); refused != nil {
+		writeErrorBody(w, refused.status, refused.body)
+		return
+	}
+	if adm != nil && resp.StatusCode == http.StatusOK {
+		out = adm.rewrite.answer(out)
+	}
 	relay(w, resp, out)
 }
 
@@ -273,7 +288,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // gone), the client gets an InternalServerError, whose outcome DynamoDB
 // leaves open too: the SDK retries with the same ClientRequestToken, which
 // DynamoDB Local does not apply twice.
-func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *http.Response, adm *admission) {
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
@@ -284,6 +299,7 @@ func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *ht
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "transaction outcome unknown: "+err.Error())
 		return
 	}
+	adm.chargeAnswer(r.Context(), resp.StatusCode, out)
 	relay(w, resp, out)
 }
 

@@ -74,8 +74,12 @@ type LimitStats struct {
 	// TransactionConflictException or a cancellation naming
 	// TransactionConflict.
 	Conflicts int64
-	// Throttles are requests refused for a partition's throughput.
+	// Throttles are requests refused for a partition's throughput, and
+	// keys of batches refused so (each key once).
 	Throttles int64
+	// Unprocessed are the keys batches answered as unprocessed
+	// (UnprocessedItems, UnprocessedKeys) for a partition's throughput.
+	Unprocessed int64
 }
 
 // LimitStats returns the counts so far.
@@ -128,9 +132,12 @@ type ref struct {
 	id    string
 	// kind is Put, Update, Delete, ConditionCheck or Get.
 	kind string
-	// item is a Put's new item; names the attributes an Update names.
-	item  map[string]types.AttributeValue
-	names map[string]bool
+	// item is a Put's new item.
+	item map[string]types.AttributeValue
+	// actions are an Update's; actionsErr says why they could not be
+	// read (the item after is then read once written).
+	actions    []updateAction
+	actionsErr error
 }
 
 // admission is what the limiter let through: released once the answer is
@@ -142,6 +149,35 @@ type admission struct {
 	txIDs   []string
 	writeID []string
 	reads   []readCharge
+	// settle are the writes whose item after was not known before the
+	// write: charged the rest once DynamoDB Local has answered.
+	settle []settlement
+	// body is a Query's, Scan's or BatchGetItem's request, read again
+	// without its filter or projection to charge what it read.
+	body []byte
+	// get is a projected GetItem's item, charged whole.
+	get *ref
+	// stmt is an ExecuteStatement SELECT, charged as the read it is.
+	stmt *statement
+	cons capacity.Consistency
+	// rewrite is a batch cut down to what its partitions admit.
+	rewrite *rewrite
+	// provisional is what a BatchGetItem took from each partition as it
+	// was admitted, deducted from its charge.
+	provisional map[bucketKey]float64
+	// batchReads are a BatchExecuteStatement's SELECTs.
+	batchReads []batchRead
+	// txGets are a read transaction's items.
+	txGets []ref
+}
+
+// settlement is a write charged on its item before alone, to be charged
+// what its item after adds.
+type settlement struct {
+	ref           ref
+	before        map[string]types.AttributeValue
+	charged       []charge
+	transactional bool
 }
 
 // readCharge is one item (or a Query's partition) an admitted read is
@@ -165,8 +201,22 @@ func (l *limiter) admit(ctx context.Context, op string, body []byte) (*admission
 		return l.admitWrite(ctx, op, body)
 	case "BatchWriteItem":
 		return l.admitBatchWrite(ctx, body)
-	case "TransactGetItems", "GetItem", "BatchGetItem", "Query":
+	case "BatchGetItem":
+		return l.admitBatchGet(ctx, body)
+	case "TransactGetItems", "GetItem", "Query":
 		return l.admitRead(ctx, op, body)
+	case "Scan":
+		var req struct{ ConsistentRead bool }
+		if json.Unmarshal(body, &req) != nil {
+			return nil, nil
+		}
+		return &admission{l: l, op: op, body: body, cons: consistencyOf(req.ConsistentRead)}, nil
+	case "ExecuteStatement":
+		return l.admitStatement(ctx, body)
+	case "ExecuteTransaction":
+		return l.admitExecuteTransaction(ctx, body)
+	case "BatchExecuteStatement":
+		return l.admitBatchStatements(ctx, body)
 	}
 	return nil, nil
 }
@@ -253,6 +303,13 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 	if len(refs) != len(req.TransactItems) {
 		return nil, nil
 	}
+	return l.admitTransactRefs(ctx, "TransactWriteItems", refs, req.ClientRequestToken)
+}
+
+// admitTransactRefs checks a write transaction: cancelled when another
+// transaction holds one of its items, or when a partition it writes cannot
+// pay twice the write.
+func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, token string) (*admission, *refusal) {
 	l.mu.Lock()
 	codes := make([]string, len(refs))
 	conflicted := false
@@ -260,7 +317,7 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 		codes[i] = reasonNone
 		// The SDK's retry of a transaction carries its ClientRequestToken:
 		// it is the same transaction, not a rival.
-		if h := l.txItems[r.id]; h.count > 0 && (h.token == "" || h.token != req.ClientRequestToken) {
+		if h := l.txItems[r.id]; h.count > 0 && (h.token == "" || h.token != token) {
 			codes[i], conflicted = reasonConflict, true
 		}
 	}
@@ -269,20 +326,21 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 		l.mu.Unlock()
 		return nil, cancellationOf(codes)
 	}
-	adm := &admission{l: l, op: "TransactWriteItems", start: time.Now()}
+	adm := &admission{l: l, op: op, start: time.Now()}
 	for _, r := range refs {
 		h := l.txItems[r.id]
 		h.count++
-		h.token = req.ClientRequestToken
+		h.token = token
 		l.txItems[r.id] = h
 		adm.txIDs = append(adm.txIDs, r.id)
 	}
 	l.mu.Unlock()
 
-	charges, err := l.writeCharges(ctx, refs, true)
+	charges, settle, err := l.writeCharges(ctx, refs, true)
 	if err != nil {
 		return adm, nil
 	}
+	adm.settle = settle
 	if i, _, ok := l.take(charges); !ok {
 		adm.releaseNow()
 		codes[i] = reasonThrottled
@@ -300,6 +358,12 @@ func (l *limiter) admitWrite(ctx context.Context, op string, body []byte) (*admi
 	if err != nil {
 		return nil, nil
 	}
+	return l.admitWriteRef(ctx, op, r)
+}
+
+// admitWriteRef checks a single-item write: refused while a transaction
+// holds its item, or when a partition it writes cannot pay.
+func (l *limiter) admitWriteRef(ctx context.Context, op string, r ref) (*admission, *refusal) {
 	l.mu.Lock()
 	if l.txItems[r.id].count > 0 {
 		l.stats.Conflicts++
@@ -309,10 +373,11 @@ func (l *limiter) admitWrite(ctx context.Context, op string, body []byte) (*admi
 	l.writes[r.id]++
 	l.mu.Unlock()
 	adm := &admission{l: l, op: op, writeID: []string{r.id}}
-	charges, err := l.writeCharges(ctx, []ref{r}, false)
+	charges, settle, err := l.writeCharges(ctx, []ref{r}, false)
 	if err != nil {
 		return adm, nil
 	}
+	adm.settle = settle
 	if _, b, ok := l.take(charges); !ok {
 		adm.releaseNow()
 		return nil, throttled(b)
@@ -320,53 +385,46 @@ func (l *limiter) admitWrite(ctx context.Context, op string, body []byte) (*admi
 	return adm, nil
 }
 
-func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission, *refusal) {
+// admitStatement checks an ExecuteStatement as the operation it stands for:
+// a SELECT as a read (charged once read), an INSERT, UPDATE or DELETE as a
+// single-item write of its item.
+func (l *limiter) admitStatement(ctx context.Context, body []byte) (*admission, *refusal) {
 	var req struct {
-		RequestItems map[string][]struct {
-			PutRequest *struct {
-				Item map[string]events.DynamoDBAttributeValue
-			}
-			DeleteRequest *struct {
-				Key map[string]events.DynamoDBAttributeValue
-			}
-		}
+		Statement      string
+		Parameters     []events.DynamoDBAttributeValue
+		ConsistentRead bool
 	}
 	if json.Unmarshal(body, &req) != nil {
 		return nil, nil
 	}
-	var refs []ref
-	for table, reqs := range req.RequestItems {
-		for _, wr := range reqs {
-			a := rawAction{TableName: table}
-			kind := "Delete"
-			if wr.PutRequest != nil {
-				kind, a.Item = "Put", wr.PutRequest.Item
-			} else if wr.DeleteRequest != nil {
-				a.Key = wr.DeleteRequest.Key
-			}
-			r, err := l.refOf(ctx, kind, a)
-			if err != nil {
-				return nil, nil
-			}
-			refs = append(refs, r)
-		}
-	}
-	adm := &admission{l: l, op: "BatchWriteItem"}
-	l.mu.Lock()
-	for _, r := range refs {
-		l.writes[r.id]++
-		adm.writeID = append(adm.writeID, r.id)
-	}
-	l.mu.Unlock()
-	charges, err := l.writeCharges(ctx, refs, false)
+	st, err := l.statementOf(req.Statement, req.Parameters)
 	if err != nil {
-		return adm, nil
+		return nil, nil // DynamoDB Local answers what the front cannot read
 	}
-	if _, b, ok := l.take(charges); !ok {
-		adm.releaseNow()
-		return nil, throttled(b)
+	if st.kind == "SELECT" {
+		if _, err := l.schemas.get(ctx, st.table); err != nil {
+			return nil, nil
+		}
+		return &admission{l: l, op: "ExecuteStatement", stmt: st, cons: consistencyOf(req.ConsistentRead)}, nil
 	}
-	return adm, nil
+	r, err := l.refOfStatement(ctx, st)
+	if err != nil {
+		return nil, nil
+	}
+	return l.admitWriteRef(ctx, "ExecuteStatement", r)
+}
+
+// statementOf reads a PartiQL statement with its wire parameters.
+func (l *limiter) statementOf(stmt string, raw []events.DynamoDBAttributeValue) (*statement, error) {
+	params := make([]types.AttributeValue, len(raw))
+	for i, p := range raw {
+		v, err := ddbstream.Value(p)
+		if err != nil {
+			return nil, err
+		}
+		params[i] = v
+	}
+	return parseStatement(stmt, params)
 }
 
 // release ends the admission once its answer is written.
@@ -415,11 +473,12 @@ func (a *admission) releaseNow() {
 // rawAction is one item action as the wire spells it, in a transaction or
 // alone.
 type rawAction struct {
-	TableName                string
-	Key                      map[string]events.DynamoDBAttributeValue
-	Item                     map[string]events.DynamoDBAttributeValue
-	UpdateExpression         string
-	ExpressionAttributeNames map[string]string
+	TableName                 string
+	Key                       map[string]events.DynamoDBAttributeValue
+	Item                      map[string]events.DynamoDBAttributeValue
+	UpdateExpression          string
+	ExpressionAttributeNames  map[string]string
+	ExpressionAttributeValues map[string]events.DynamoDBAttributeValue
 }
 
 // refOf names the item of an action of the given kind.
@@ -458,7 +517,48 @@ func (l *limiter) refOf(ctx context.Context, kind string, a rawAction) (ref, err
 		r.id += "\x00" + valueText(r.key[t.SortKey.Name])
 	}
 	if kind == "Update" {
-		r.names = namesIn(a.UpdateExpression, a.ExpressionAttributeNames)
+		values, err := ddbstream.Image(a.ExpressionAttributeValues)
+		if err == nil {
+			r.actions, err = parseUpdate(a.UpdateExpression, a.ExpressionAttributeNames, values)
+		}
+		r.actionsErr = err
+	}
+	return r, nil
+}
+
+// refOfStatement names the item a PartiQL INSERT, UPDATE or DELETE
+// writes: an INSERT's item's key, the others' key equalities.
+func (l *limiter) refOfStatement(ctx context.Context, st *statement) (ref, error) {
+	t, err := l.schemas.get(ctx, st.table)
+	if err != nil {
+		return ref{}, err
+	}
+	r := ref{table: st.table}
+	src := st.equal
+	switch st.kind {
+	case "INSERT":
+		r.kind, r.item, src = "Put", st.item, st.item
+	case "UPDATE":
+		r.kind, r.actions, r.actionsErr = "Update", st.actions, st.actionsErr
+	case "DELETE":
+		r.kind = "Delete"
+	default:
+		return ref{}, fmt.Errorf("%s names no item to write", st.kind)
+	}
+	r.key = map[string]types.AttributeValue{}
+	for _, k := range []*tables.Key{&t.PartitionKey, t.SortKey} {
+		if k == nil {
+			continue
+		}
+		v, ok := src[k.Name]
+		if !ok {
+			return ref{}, fmt.Errorf("no %s in the statement's key", k.Name)
+		}
+		r.key[k.Name] = v
+	}
+	r.id = st.table + "\x00" + valueText(r.key[t.PartitionKey.Name])
+	if t.SortKey != nil {
+		r.id += "\x00" + valueText(r.key[t.SortKey.Name])
 	}
 	return r, nil
 }
@@ -474,27 +574,6 @@ func valueText(v types.AttributeValue) string {
 		return fmt.Sprintf("B:%x", v.Value)
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// namesIn lists the top-level attribute names an expression names, through
-// its #placeholders.
-func namesIn(expr string, names map[string]string) map[string]bool {
-	out := map[string]bool{}
-	word := func(r rune) bool {
-		return r == '#' || r == ':' || r == '_' || r == '-' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
-	}
-	for _, w := range strings.FieldsFunc(expr, func(r rune) bool { return !word(r) }) {
-		switch {
-		case strings.HasPrefix(w, "#"):
-			if n, ok := names[w]; ok {
-				out[n] = true
-			}
-		case strings.HasPrefix(w, ":"):
-		default:
-			out[w] = true
-		}
-	}
-	return out
 }
 
 // charge is one partition's part of a request.
@@ -513,79 +592,120 @@ type bucketKey struct {
 }
 
 // writeCharges prices the writes of refs by AWS's rules: the larger of the
-// item before (read from DynamoDB Local) and after (a Put's item; an update
-// is taken to keep its size), doubled in a transaction, charged to the
-// item's partition; each global index the write changes takes the entry's
-// write in the index's partition (a local index's in the item's own).
-func (l *limiter) writeCharges(ctx context.Context, refs []ref, transactional bool) ([]charge, error) {
+// item before (read from DynamoDB Local) and after (a Put's item, an
+// Update's expression applied to the item before), doubled in a
+// transaction, charged to the item's partition; each index the write
+// changes takes its entry's writes, a global index's in the index's
+// partitions (the old key's for the entry deleted, the new key's for the
+// entry put), a local index's in the item's own. An Update whose item after
+// cannot be computed is charged on its item before and settled once written
+// (settle).
+func (l *limiter) writeCharges(ctx context.Context, refs []ref, transactional bool) ([]charge, []settlement, error) {
 	before, err := l.images(ctx, refs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []charge
+	var settle []settlement
 	for i, r := range refs {
 		t, err := l.schemas.get(ctx, r.table)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		old := before[r.id]
-		after := old
+		after, known := old, true
 		switch r.kind {
 		case "Put":
 			after = r.item
 		case "Delete":
 			after = nil
-		}
-		pk := valueText(r.key[t.PartitionKey.Name])
-		units := capacity.WriteUnits(max(capacity.ItemSize(old), capacity.ItemSize(after)), transactional)
-		if r.kind == "ConditionCheck" {
-			units = capacity.CheckUnits(old)
-		}
-		tableCharge := charge{pos: i, bucket: bucketKey{table: r.table, pk: pk, write: true}, units: units}
-		if r.kind != "ConditionCheck" {
-			for _, ix := range t.LocalIndexes {
-				tableCharge.units += l.indexUnits(t, ix, r, old, after)
+		case "Update":
+			if r.actionsErr == nil {
+				after, err = applyUpdate(old, r.key, r.actions)
+			}
+			if r.actionsErr != nil || err != nil {
+				after, known = old, false
 			}
 		}
-		out = append(out, tableCharge)
-		if r.kind == "ConditionCheck" {
-			continue
+		cs := chargesOf(t, i, r, old, after, transactional)
+		if !known {
+			settle = append(settle, settlement{ref: r, before: old, charged: cs, transactional: transactional})
 		}
-		for _, ix := range t.GlobalIndexes {
-			u := l.indexUnits(t, ix, r, old, after)
-			if u == 0 {
-				continue
-			}
-			entry := capacity.IndexEntry(t, ix, old)
-			if entry == nil {
-				entry = capacity.IndexEntry(t, ix, after)
-			}
-			if entry == nil {
-				continue
-			}
-			out = append(out, charge{pos: i, bucket: bucketKey{table: r.table, index: ix.Name, pk: valueText(entry[ix.PartitionKey.Name]), write: true}, units: u})
-		}
+		out = append(out, cs...)
 	}
-	return out, nil
+	return out, settle, nil
 }
 
-// indexUnits is what index ix takes for the write: capacity's rule for a
-// Put or Delete; for an Update, one write of the entry when the item is in
-// the index and the update names an attribute the entry holds.
-func (l *limiter) indexUnits(t tables.Table, ix tables.Index, r ref, old, after map[string]types.AttributeValue) float64 {
-	if r.kind != "Update" {
-		return capacity.IndexWriteUnits(t, ix, old, after)
+// chargesOf prices one write that turns old into after.
+func chargesOf(t tables.Table, pos int, r ref, old, after map[string]types.AttributeValue, transactional bool) []charge {
+	pk := valueText(r.key[t.PartitionKey.Name])
+	table := charge{pos: pos, bucket: bucketKey{table: r.table, pk: pk, write: true}}
+	if r.kind == "ConditionCheck" {
+		table.units = capacity.CheckUnits(old)
+		return []charge{table}
 	}
-	entry := capacity.IndexEntry(t, ix, old)
-	if entry == nil {
-		return 0
+	table.units = capacity.WriteUnits(max(capacity.ItemSize(old), capacity.ItemSize(after)), transactional)
+	for _, ix := range t.LocalIndexes {
+		table.units += capacity.IndexWriteUnits(t, ix, old, after)
 	}
-	for name := range r.names {
-		if _, ok := entry[name]; ok || ix.Projection.Type == tables.ProjectAll {
-			return capacity.WriteUnits(capacity.ItemSize(entry), false)
+	out := []charge{table}
+	for _, ix := range t.GlobalIndexes {
+		u := capacity.IndexWriteUnits(t, ix, old, after)
+		if u == 0 {
+			continue
+		}
+		was, is := capacity.IndexEntry(t, ix, old), capacity.IndexEntry(t, ix, after)
+		at := func(entry map[string]types.AttributeValue, units float64) charge {
+			return charge{pos: pos, bucket: bucketKey{table: r.table, index: ix.Name, pk: valueText(entry[ix.PartitionKey.Name]), write: true}, units: units}
+		}
+		if was != nil && is != nil && valueText(was[ix.PartitionKey.Name]) != valueText(is[ix.PartitionKey.Name]) {
+			// A delete in the old key's partition, a put in the new one's.
+			out = append(out, at(was, capacity.WriteUnits(capacity.ItemSize(was), false)), at(is, capacity.WriteUnits(capacity.ItemSize(is), false)))
+			continue
+		}
+		entry := was
+		if entry == nil {
+			entry = is
+		}
+		out = append(out, at(entry, u))
+	}
+	return out
+}
+
+// settleWrites charges the writes whose item after was not known what
+// their items, read now, add to what they were charged.
+func (a *admission) settleWrites(ctx context.Context) {
+	if a == nil || len(a.settle) == 0 {
+		return
+	}
+	l := a.l
+	refs := make([]ref, len(a.settle))
+	for i, s := range a.settle {
+		refs[i] = s.ref
+		refs[i].kind = "Get"
+	}
+	now, err := l.images(ctx, refs)
+	if err != nil {
+		return
+	}
+	for _, s := range a.settle {
+		t, err := l.schemas.get(ctx, s.ref.table)
+		if err != nil {
+			continue
+		}
+		paid := map[bucketKey]float64{}
+		for _, c := range s.charged {
+			paid[c.bucket] += c.units
+		}
+		owed := map[bucketKey]float64{}
+		for _, c := range chargesOf(t, 0, s.ref, s.before, now[s.ref.id], s.transactional) {
+			owed[c.bucket] += c.units
+		}
+		for b, u := range owed {
+			l.charge(b, u-paid[b])
 		}
 	}
-	return 0
+	a.settle = nil
 }
 
 // images reads the items refs name, except Puts', as they are now.

@@ -277,3 +277,126 @@ func TestLimitsOff(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// PartiQL statements meet the conflicts of the operations they stand for:
+// while a TransactWriteItems holds an item, an ExecuteStatement UPDATE of it
+// fails with TransactionConflictException, an ExecuteTransaction naming it
+// is cancelled with TransactionConflict at its position, and a
+// BatchExecuteStatement statement on it fails alone with TransactionConflict.
+func TestPartiQLTransactionConflicts(t *testing.T) {
+	const window = 3 * time.Second
+	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{TxWindow: window}})
+	db := st.DynamoDB()
+	table := stacktest.Prefix(t) + "items"
+	createTable(t, db, table, "")
+	put(t, db, table, item("a", 1, nil))
+	put(t, db, table, item("b", 1, nil))
+	first := make(chan error, 1)
+	go func() {
+		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+			TableName: aws.String(table), Key: key("a", 1), UpdateExpression: aws.String("SET v = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)},
+		}}}}, noRetry)
+		first <- err
+	}()
+	update := func(pk string) *string {
+		return aws.String(`UPDATE "` + table + `" SET v = 2 WHERE pk = '` + pk + `' AND sk = 1`)
+	}
+	deadline := time.Now().Add(window / 2)
+	for {
+		_, err := db.ExecuteStatement(ctx(t), &dynamodb.ExecuteStatementInput{Statement: update("a")}, noRetry)
+		var tce *types.TransactionConflictException
+		if errors.As(err, &tce) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ExecuteStatement UPDATE of the item of a transaction in progress: got %v, want TransactionConflictException", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := db.ExecuteTransaction(ctx(t), &dynamodb.ExecuteTransactionInput{TransactStatements: []types.ParameterizedStatement{
+		{Statement: update("b")}, {Statement: update("a")},
+	}}, noRetry)
+	if got, want := reasonCodes(err), []string{"None", "TransactionConflict"}; !slices.Equal(got, want) {
+		t.Errorf("ExecuteTransaction: got %v (%v), want reasons %v", got, err, want)
+	}
+	_, err = db.ExecuteTransaction(ctx(t), &dynamodb.ExecuteTransactionInput{TransactStatements: []types.ParameterizedStatement{
+		{Statement: aws.String(`SELECT * FROM "` + table + `" WHERE pk = 'a' AND sk = 1`)},
+	}}, noRetry)
+	if got, want := reasonCodes(err), []string{"TransactionConflict"}; !slices.Equal(got, want) {
+		t.Errorf("ExecuteTransaction of a SELECT: got %v (%v), want reasons %v", got, err, want)
+	}
+	out, err := db.BatchExecuteStatement(ctx(t), &dynamodb.BatchExecuteStatementInput{Statements: []types.BatchStatementRequest{
+		{Statement: update("a")}, {Statement: update("b")},
+	}}, noRetry)
+	if err != nil {
+		t.Fatalf("BatchExecuteStatement: %v", err)
+	}
+	if len(out.Responses) != 2 || out.Responses[0].Error == nil || out.Responses[0].Error.Code != types.BatchStatementErrorCodeEnumTransactionConflict || out.Responses[1].Error != nil {
+		t.Errorf("BatchExecuteStatement: got %+v, want TransactionConflict for a and success for b", out.Responses)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the transaction answered (%v) before the checks ended; they prove nothing", err)
+	default:
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("b", 1), ConsistentRead: aws.Bool(true)})
+	if err != nil || got.Item["v"] == nil || got.Item["v"].(*types.AttributeValueMemberN).Value != "2" {
+		t.Errorf("b after the batch: got %v, %v; want v 2", got.Item, err)
+	}
+}
+
+// PartiQL writes are charged as the writes they stand for, on a still
+// clock at 12 units a second: an INSERT of a 10 KB item 10 units, an
+// ExecuteTransaction twice that, and a BatchExecuteStatement statement
+// whose partition cannot pay fails alone.
+func TestPartiQLWriteThroughput(t *testing.T) {
+	st, clock := limitedStack(t)
+	db := st.DynamoDB()
+	table := stacktest.OwnPrefix(t) + "items"
+	createTable(t, db, table, "")
+	insert := func(pk string, sk int) *dynamodb.ExecuteStatementInput {
+		return &dynamodb.ExecuteStatementInput{Statement: aws.String(`INSERT INTO "` + table + `" VALUE {'pk': ?, 'sk': ?, 'body': ?}`),
+			Parameters: []types.AttributeValue{&types.AttributeValueMemberS{Value: pk}, num(int64(sk)), tenKB}}
+	}
+	clock.refill()
+	got := admitted(t, 5, func(i int) error {
+		_, err := db.ExecuteStatement(ctx(t), insert("hot", i), noRetry)
+		return err
+	})
+	if got != 1 {
+		t.Errorf("10 KB inserts admitted: got %d of 5, want 1", got)
+	}
+	clock.refill()
+	_, err := db.ExecuteTransaction(ctx(t), &dynamodb.ExecuteTransactionInput{TransactStatements: []types.ParameterizedStatement{
+		{Statement: aws.String(`UPDATE "` + table + `" SET n = 1 WHERE pk = 'hot' AND sk = 0`)},
+	}}, noRetry)
+	if err != nil {
+		t.Fatalf("a transaction of 20 units from a full bucket of 12: %v", err)
+	}
+	_, err = db.ExecuteTransaction(ctx(t), &dynamodb.ExecuteTransactionInput{TransactStatements: []types.ParameterizedStatement{
+		{Statement: aws.String(`UPDATE "` + table + `" SET n = 2 WHERE pk = 'hot' AND sk = 0`)},
+	}}, noRetry)
+	if got, want := reasonCodes(err), []string{"ThrottlingError"}; !slices.Equal(got, want) {
+		t.Errorf("second transaction: got %v (%v), want reasons %v", got, err, want)
+	}
+	out, err := db.BatchExecuteStatement(ctx(t), &dynamodb.BatchExecuteStatementInput{Statements: []types.BatchStatementRequest{
+		{Statement: insert("hot", 7).Statement, Parameters: insert("hot", 7).Parameters},
+		{Statement: insert("cold", 7).Statement, Parameters: insert("cold", 7).Parameters},
+	}}, noRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Responses) != 2 || out.Responses[0].Error == nil || out.Responses[0].Error.Code != types.BatchStatementErrorCodeEnumProvisionedThroughputExceeded || out.Responses[1].Error != nil {
+		t.Errorf("batch: got %+v, want the hot insert refused and the cold one run", out.Responses)
+	}
+	out, err = db.BatchExecuteStatement(ctx(t), &dynamodb.BatchExecuteStatementInput{Statements: []types.BatchStatementRequest{
+		{Statement: insert("hot", 8).Statement, Parameters: insert("hot", 8).Parameters},
+	}}, noRetry)
+	if err != nil || len(out.Responses) != 1 || out.Responses[0].Error == nil {
+		t.Errorf("batch of hot inserts only: got %+v, %v; want its statement refused", out, err)
+	}
+}

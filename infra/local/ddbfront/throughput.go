@@ -3,15 +3,20 @@ package ddbfront
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/capacity"
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // tokenBucket is one partition key value's throughput: it holds at most
@@ -63,8 +68,9 @@ func (l *limiter) inDebt(keys []bucketKey) (int, bool) {
 	return 0, false
 }
 
+// charge takes units from a bucket (gives them back when negative).
 func (l *limiter) charge(k bucketKey, units float64) {
-	if units <= 0 {
+	if units == 0 {
 		return
 	}
 	l.mu.Lock()
@@ -130,7 +136,9 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 	case "GetItem":
 		var req struct {
 			rawAction
-			ConsistentRead bool
+			ConsistentRead       bool
+			ProjectionExpression string
+			AttributesToGet      []string
 		}
 		if json.Unmarshal(body, &req) != nil {
 			return nil, nil
@@ -140,6 +148,10 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 			return nil, nil
 		}
 		adm.reads = []readCharge{{bucket: l.tableBucket(ctx, r), c: consistencyOf(req.ConsistentRead), table: r.table}}
+		if req.ProjectionExpression != "" || len(req.AttributesToGet) > 0 {
+			// A projection does not change what is read.
+			adm.get = &r
+		}
 	case "TransactGetItems":
 		var req struct {
 			TransactItems []struct{ Get rawAction }
@@ -147,59 +159,15 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 		if json.Unmarshal(body, &req) != nil {
 			return nil, nil
 		}
-		codes := make([]string, len(req.TransactItems))
 		refs := make([]ref, len(req.TransactItems))
 		for i, ti := range req.TransactItems {
-			codes[i] = reasonNone
 			r, err := l.refOf(ctx, "Get", ti.Get)
 			if err != nil {
 				return nil, nil
 			}
 			refs[i] = r
-			adm.reads = append(adm.reads, readCharge{bucket: l.tableBucket(ctx, r), c: capacity.Transactional, table: r.table})
 		}
-		conflicted := false
-		l.mu.Lock()
-		for i, r := range refs {
-			if l.txItems[r.id].count > 0 || l.writes[r.id] > 0 {
-				codes[i], conflicted = reasonConflict, true
-			}
-		}
-		if conflicted {
-			l.stats.Conflicts++
-		}
-		l.mu.Unlock()
-		if conflicted {
-			return nil, cancellationOf(codes)
-		}
-		keys := make([]bucketKey, len(adm.reads))
-		for i, rc := range adm.reads {
-			keys[i] = rc.bucket
-		}
-		if i, debt := l.inDebt(keys); debt {
-			codes[i] = reasonThrottled
-			return nil, cancellationOf(codes)
-		}
-		return adm, nil
-	case "BatchGetItem":
-		var req struct {
-			RequestItems map[string]struct {
-				Keys           []map[string]events.DynamoDBAttributeValue
-				ConsistentRead bool
-			}
-		}
-		if json.Unmarshal(body, &req) != nil {
-			return nil, nil
-		}
-		for table, ka := range req.RequestItems {
-			for _, k := range ka.Keys {
-				r, err := l.refOf(ctx, "Get", rawAction{TableName: table, Key: k})
-				if err != nil {
-					return nil, nil
-				}
-				adm.reads = append(adm.reads, readCharge{bucket: l.tableBucket(ctx, r), c: consistencyOf(ka.ConsistentRead), table: table})
-			}
-		}
+		return l.admitTransactGet(ctx, op, refs)
 	case "Query":
 		var req struct {
 			TableName, IndexName      string
@@ -227,6 +195,7 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 			return nil, nil
 		}
 		adm.reads = []readCharge{{bucket: bucketKey{table: req.TableName, index: index, pk: valueText(v)}, c: consistencyOf(req.ConsistentRead), table: req.TableName}}
+		adm.body = body
 	}
 	keys := make([]bucketKey, len(adm.reads))
 	for i, rc := range adm.reads {
@@ -234,6 +203,41 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 	}
 	if i, debt := l.inDebt(keys); debt {
 		return nil, throttled(keys[i])
+	}
+	return adm, nil
+}
+
+// admitTransactGet checks a read transaction: cancelled when a write in
+// progress holds one of its items, or when one of its partitions has no
+// units left; charged twice its items' whole sizes once answered.
+func (l *limiter) admitTransactGet(ctx context.Context, op string, refs []ref) (*admission, *refusal) {
+	adm := &admission{l: l, op: op, txGets: refs}
+	codes := make([]string, len(refs))
+	keys := make([]bucketKey, len(refs))
+	for i, r := range refs {
+		codes[i] = reasonNone
+		keys[i] = l.tableBucket(ctx, r)
+	}
+	conflicted := false
+	l.mu.Lock()
+	for i, r := range refs {
+		if l.txItems[r.id].count > 0 || l.writes[r.id] > 0 {
+			codes[i], conflicted = reasonConflict, true
+		}
+	}
+	if conflicted {
+		l.stats.Conflicts++
+	}
+	l.mu.Unlock()
+	if conflicted {
+		return nil, cancellationOf(codes)
+	}
+	if i, debt := l.inDebt(keys); debt {
+		codes[i] = reasonThrottled
+		return nil, cancellationOf(codes)
+	}
+	for _, k := range keys {
+		adm.reads = append(adm.reads, readCharge{bucket: k, c: capacity.Transactional, table: k.table})
 	}
 	return adm, nil
 }
@@ -294,71 +298,405 @@ func splitAnd(expr string) []string {
 	return append(parts, strings.Join(cur, " "))
 }
 
-// chargeAnswer charges an admitted read by what its answer holds.
-func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) {
-	if a == nil || len(a.reads) == 0 || status != 200 {
-		return
+// chargeAnswer charges an admitted read by what it read, which its answer
+// shows unless a filter or a projection hid some of it (then the read is
+// made again without them, uncharged, to size it). A Scan's or a PartiQL
+// SELECT's partitions are known only once read: it is refused, its answer
+// dropped, when one of them has no units left, as a Query is before it
+// reads.
+func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *refusal {
+	if a == nil || status != 200 {
+		return nil
 	}
+	a.settleWrites(ctx)
 	l := a.l
+	switch a.op {
+	case "Scan":
+		groups, err := l.scanned(ctx, a.body, out)
+		if err != nil {
+			return nil
+		}
+		return l.takeRead(groups, a.cons)
+	case "BatchExecuteStatement":
+		refs := make([]ref, len(a.batchReads))
+		for i, br := range a.batchReads {
+			refs[i] = br.ref
+		}
+		if len(refs) > 0 {
+			if items, err := l.images(ctx, refs); err == nil {
+				for _, br := range a.batchReads {
+					l.charge(l.tableBucket(ctx, br.ref), capacity.ReadUnits(capacity.ItemSize(items[br.ref.id]), br.c))
+				}
+			}
+		}
+		return nil
+	case "ExecuteStatement":
+		if a.stmt == nil {
+			return nil
+		}
+		groups, err := l.selected(ctx, a.stmt, a.cons)
+		if err != nil {
+			return nil
+		}
+		return l.takeRead(groups, a.cons)
+	}
+	if len(a.reads) == 0 {
+		return nil
+	}
 	switch a.op {
 	case "GetItem":
 		var res struct {
 			Item map[string]events.DynamoDBAttributeValue
 		}
-		if json.Unmarshal(out, &res) == nil {
-			l.charge(a.reads[0].bucket, capacity.ReadUnits(sizeOf(res.Item), a.reads[0].c))
+		if json.Unmarshal(out, &res) != nil {
+			return nil
 		}
-	case "TransactGetItems":
-		var res struct {
-			Responses []struct {
-				Item map[string]events.DynamoDBAttributeValue
+		size := sizeOf(res.Item)
+		if a.get != nil && res.Item != nil {
+			if items, err := l.images(ctx, []ref{*a.get}); err == nil {
+				size = capacity.ItemSize(items[a.get.id])
 			}
 		}
-		if json.Unmarshal(out, &res) == nil {
-			for i, rc := range a.reads {
-				size := 0
-				if i < len(res.Responses) {
-					size = sizeOf(res.Responses[i].Item)
-				}
-				l.charge(rc.bucket, capacity.ReadUnits(size, rc.c))
-			}
+		l.charge(a.reads[0].bucket, capacity.ReadUnits(size, a.reads[0].c))
+	case "TransactGetItems", "ExecuteTransaction":
+		// Charged the whole items, whatever the projection.
+		items, err := l.images(ctx, a.txGets)
+		if err != nil {
+			return nil
+		}
+		for i, r := range a.txGets {
+			l.charge(a.reads[i].bucket, capacity.ReadUnits(capacity.ItemSize(items[r.id]), capacity.Transactional))
 		}
 	case "Query":
-		var res struct {
-			Items []map[string]events.DynamoDBAttributeValue
+		items, err := l.queried(ctx, a.body, out)
+		if err != nil {
+			return nil
 		}
-		if json.Unmarshal(out, &res) == nil {
-			size := 0
-			for _, it := range res.Items {
-				size += sizeOf(it)
-			}
-			l.charge(a.reads[0].bucket, capacity.ReadUnits(size, a.reads[0].c))
+		size := 0
+		for _, it := range items {
+			size += capacity.ItemSize(it)
 		}
+		l.charge(a.reads[0].bucket, capacity.ReadUnits(size, a.reads[0].c))
 	case "BatchGetItem":
-		var res struct {
-			Responses map[string][]map[string]events.DynamoDBAttributeValue
+		l.chargeBatchGet(ctx, a, out)
+	}
+	return nil
+}
+
+// takeRead charges each partition what was read in it, summed and rounded
+// up to 4 KB, or refuses the read when one of them has no units left.
+func (l *limiter) takeRead(groups map[bucketKey]int, c capacity.Consistency) *refusal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	for b := range groups {
+		if l.refill(b, now).tokens <= 0 {
+			l.stats.Throttles++
+			return throttled(b)
 		}
-		if json.Unmarshal(out, &res) != nil {
-			return
+	}
+	for b, size := range groups {
+		l.refill(b, now).tokens -= capacity.ReadUnits(size, c)
+	}
+	return nil
+}
+
+// readRequest is what a Query or Scan reads: everything but its filter and
+// projection.
+type readRequest struct {
+	TableName, IndexName      string
+	KeyConditionExpression    string
+	ExpressionAttributeNames  map[string]string
+	ExpressionAttributeValues map[string]events.DynamoDBAttributeValue
+	ExclusiveStartKey         map[string]events.DynamoDBAttributeValue
+	Limit                     *int32
+	ScanIndexForward          *bool
+	ConsistentRead            bool
+	Segment, TotalSegments    *int32
+	FilterExpression          string
+	ProjectionExpression      string
+	Select                    string
+	AttributesToGet           []string
+	QueryFilter, ScanFilter   json.RawMessage
+}
+
+func (r readRequest) hides() bool {
+	return r.FilterExpression != "" || r.ProjectionExpression != "" || len(r.AttributesToGet) > 0 ||
+		(r.Select != "" && r.Select != "ALL_ATTRIBUTES") || len(r.QueryFilter) > 0 || len(r.ScanFilter) > 0
+}
+
+// answerItems are the items of a Query's or Scan's answer.
+func answerItems(out []byte) ([]map[string]types.AttributeValue, error) {
+	var res struct {
+		Items []map[string]events.DynamoDBAttributeValue
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, err
+	}
+	items := make([]map[string]types.AttributeValue, 0, len(res.Items))
+	for _, it := range res.Items {
+		img, err := ddbstream.Image(it)
+		if err != nil {
+			return nil, err
 		}
-		cons := map[string]capacity.Consistency{}
-		for _, rc := range a.reads {
-			cons[rc.table] = rc.c
+		items = append(items, img)
+	}
+	return items, nil
+}
+
+// queried returns the items a Query read, before its filter and projection.
+func (l *limiter) queried(ctx context.Context, body, out []byte) ([]map[string]types.AttributeValue, error) {
+	var req readRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	if !req.hides() {
+		return answerItems(out)
+	}
+	if req.KeyConditionExpression == "" {
+		return nil, fmt.Errorf("query without a key condition expression")
+	}
+	used := map[string]bool{}
+	for _, tok := range strings.FieldsFunc(req.KeyConditionExpression, func(r rune) bool {
+		return !(r == '#' || r == ':' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	}) {
+		used[tok] = true
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(req.TableName), KeyConditionExpression: aws.String(req.KeyConditionExpression),
+		Limit: req.Limit, ScanIndexForward: req.ScanIndexForward, ConsistentRead: aws.Bool(req.ConsistentRead),
+	}
+	if req.IndexName != "" {
+		in.IndexName = aws.String(req.IndexName)
+	}
+	for k, v := range req.ExpressionAttributeNames {
+		if used[k] {
+			if in.ExpressionAttributeNames == nil {
+				in.ExpressionAttributeNames = map[string]string{}
+			}
+			in.ExpressionAttributeNames[k] = v
 		}
-		for table, items := range res.Responses {
-			t, err := l.schemas.get(ctx, table)
+	}
+	for k, v := range req.ExpressionAttributeValues {
+		if used[k] {
+			av, err := ddbstream.Value(v)
+			if err != nil {
+				return nil, err
+			}
+			if in.ExpressionAttributeValues == nil {
+				in.ExpressionAttributeValues = map[string]types.AttributeValue{}
+			}
+			in.ExpressionAttributeValues[k] = av
+		}
+	}
+	if req.ExclusiveStartKey != nil {
+		k, err := ddbstream.Image(req.ExclusiveStartKey)
+		if err != nil {
+			return nil, err
+		}
+		in.ExclusiveStartKey = k
+	}
+	res, err := l.db.Query(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("query again without filter: %w", err)
+	}
+	return res.Items, nil
+}
+
+// scanned returns what a Scan read, before its filter and projection,
+// summed by partition.
+func (l *limiter) scanned(ctx context.Context, body, out []byte) (map[bucketKey]int, error) {
+	var req readRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	var items []map[string]types.AttributeValue
+	var err error
+	if !req.hides() {
+		items, err = answerItems(out)
+	} else {
+		in := &dynamodb.ScanInput{
+			TableName: aws.String(req.TableName), Limit: req.Limit, ConsistentRead: aws.Bool(req.ConsistentRead),
+			Segment: req.Segment, TotalSegments: req.TotalSegments,
+		}
+		if req.IndexName != "" {
+			in.IndexName = aws.String(req.IndexName)
+		}
+		if req.ExclusiveStartKey != nil {
+			if in.ExclusiveStartKey, err = ddbstream.Image(req.ExclusiveStartKey); err != nil {
+				return nil, err
+			}
+		}
+		var res *dynamodb.ScanOutput
+		if res, err = l.db.Scan(ctx, in); err == nil {
+			items = res.Items
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.byPartition(ctx, req.TableName, req.IndexName, items)
+}
+
+// byPartition sums the sizes of items read from a table or index by their
+// partition key values.
+func (l *limiter) byPartition(ctx context.Context, table, index string, items []map[string]types.AttributeValue) (map[bucketKey]int, error) {
+	t, err := l.schemas.get(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	pkName := t.PartitionKey.Name
+	for _, ix := range t.GlobalIndexes {
+		if ix.Name == index {
+			pkName = ix.PartitionKey.Name
+		}
+	}
+	if index != "" && pkName == t.PartitionKey.Name {
+		index = "" // a local index reads the table's partitions
+	}
+	groups := map[bucketKey]int{}
+	for _, it := range items {
+		b := bucketKey{table: table, index: index, pk: valueText(it[pkName])}
+		groups[b] += capacity.ItemSize(it)
+	}
+	return groups, nil
+}
+
+// selected returns what a PartiQL SELECT read, by partition: the item its
+// WHERE names by its whole key, or the partition its key equality names
+// (every item in it, whatever else the WHERE asks), or else the table or
+// index as a Scan reads it.
+func (l *limiter) selected(ctx context.Context, st *statement, c capacity.Consistency) (map[bucketKey]int, error) {
+	t, err := l.schemas.get(ctx, st.table)
+	if err != nil {
+		return nil, err
+	}
+	pk, sk := &t.PartitionKey, t.SortKey
+	index := ""
+	for _, ix := range append(append([]tables.Index{}, t.GlobalIndexes...), t.LocalIndexes...) {
+		if ix.Name == st.index {
+			pk, sk, index = &ix.PartitionKey, ix.SortKey, ix.Name
+		}
+	}
+	strong := aws.Bool(c != capacity.Eventual)
+	v, byKey := st.equal[pk.Name]
+	switch {
+	case byKey && index == "" && (sk == nil || st.equal[sk.Name] != nil):
+		r := ref{table: st.table, kind: "Get", key: map[string]types.AttributeValue{pk.Name: v}}
+		r.id = st.table + "\x00" + valueText(v)
+		if sk != nil {
+			r.key[sk.Name] = st.equal[sk.Name]
+			r.id += "\x00" + valueText(st.equal[sk.Name])
+		}
+		items, err := l.images(ctx, []ref{r})
+		if err != nil {
+			return nil, err
+		}
+		return map[bucketKey]int{{table: st.table, pk: valueText(v)}: capacity.ItemSize(items[r.id])}, nil
+	case byKey:
+		in := &dynamodb.QueryInput{
+			TableName: aws.String(st.table), KeyConditionExpression: aws.String("#k = :k"),
+			ExpressionAttributeNames:  map[string]string{"#k": pk.Name},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": v},
+		}
+		if index != "" {
+			in.IndexName = aws.String(index)
+		} else {
+			in.ConsistentRead = strong
+		}
+		res, err := l.db.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		groups, err := l.byPartition(ctx, st.table, index, res.Items)
+		if len(groups) == 0 && err == nil {
+			b := bucketKey{table: st.table, pk: valueText(v)}
+			if index != "" && pk.Name != t.PartitionKey.Name {
+				b.index = index
+			}
+			groups[b] = 0
+		}
+		return groups, err
+	}
+	in := &dynamodb.ScanInput{TableName: aws.String(st.table)}
+	if index != "" {
+		in.IndexName = aws.String(index)
+	} else {
+		in.ConsistentRead = strong
+	}
+	res, err := l.db.Scan(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return l.byPartition(ctx, st.table, index, res.Items)
+}
+
+// chargeBatchGet charges each key a BatchGetItem processed as one GetItem
+// of its whole item ("DynamoDB read and write operations": each item
+// rounded up to 4 KB on its own), a key that found nothing as a read of
+// nothing.
+func (l *limiter) chargeBatchGet(ctx context.Context, a *admission, out []byte) {
+	var req struct {
+		RequestItems map[string]struct {
+			Keys                 []map[string]events.DynamoDBAttributeValue
+			ConsistentRead       bool
+			ProjectionExpression string
+			AttributesToGet      []string
+		}
+	}
+	var res struct {
+		Responses       map[string][]map[string]events.DynamoDBAttributeValue
+		UnprocessedKeys map[string]struct {
+			Keys []map[string]events.DynamoDBAttributeValue
+		}
+	}
+	if json.Unmarshal(a.body, &req) != nil || json.Unmarshal(out, &res) != nil {
+		return
+	}
+	for table, ka := range req.RequestItems {
+		t, err := l.schemas.get(ctx, table)
+		if err != nil {
+			continue
+		}
+		unprocessed := map[string]bool{}
+		for _, k := range res.UnprocessedKeys[table].Keys {
+			if r, err := l.refOf(ctx, "Get", rawAction{TableName: table, Key: k}); err == nil {
+				unprocessed[r.id] = true
+			}
+		}
+		found := map[string]map[string]types.AttributeValue{}
+		for _, it := range res.Responses[table] {
+			img, err := ddbstream.Image(it)
 			if err != nil {
 				continue
 			}
-			for _, it := range items {
-				img, err := ddbstream.Image(it)
-				if err != nil {
-					continue
-				}
-				k := bucketKey{table: table, pk: valueText(img[t.PartitionKey.Name])}
-				l.charge(k, capacity.ReadUnits(capacity.ItemSize(img), cons[table]))
+			id := table + "\x00" + valueText(img[t.PartitionKey.Name])
+			if t.SortKey != nil {
+				id += "\x00" + valueText(img[t.SortKey.Name])
+			}
+			found[id] = img
+		}
+		var refs []ref
+		for _, k := range ka.Keys {
+			r, err := l.refOf(ctx, "Get", rawAction{TableName: table, Key: k})
+			if err == nil && !unprocessed[r.id] {
+				refs = append(refs, r)
 			}
 		}
+		if ka.ProjectionExpression != "" || len(ka.AttributesToGet) > 0 {
+			// A projection does not change what is read; it may even
+			// leave out the key, so every processed key is read again.
+			if found, err = l.images(ctx, refs); err != nil {
+				continue
+			}
+		}
+		for _, r := range refs {
+			l.charge(bucketKey{table: table, pk: valueText(r.key[t.PartitionKey.Name])}, capacity.ReadUnits(capacity.ItemSize(found[r.id]), consistencyOf(ka.ConsistentRead)))
+		}
+	}
+	// What admission took is part of what was charged.
+	for b, u := range a.provisional {
+		l.charge(b, -u)
 	}
 }
 

@@ -93,6 +93,11 @@ func parseBulk(body []byte, pathIndex string) ([]bulkItem, *apiError) {
 		if err := strictUnmarshal(line, &action); err != nil || action == nil {
 			return nil, illegalArgument("Malformed action/metadata line [%d], expected a JSON object with one action: %v", lineNo, errOrNull(err))
 		}
+		if len(action) == 0 {
+			// OpenSearch's parser wants the action's name first ("empty
+			// action", bulk/10_basic).
+			return nil, illegalArgument("Malformed action/metadata line [%d], expected FIELD_NAME but found [END_OBJECT]", lineNo)
+		}
 		if len(action) != 1 {
 			return nil, illegalArgument("Malformed action/metadata line [%d], expected exactly one action but found %d", lineNo, len(action))
 		}

@@ -13,6 +13,8 @@ type apiError struct {
 	reason string
 	index  string
 	uuid   string
+	// causedBy is the exception OpenSearch wrapped, when it names one.
+	causedBy *errorCause
 }
 
 func (e *apiError) Error() string {
@@ -44,11 +46,12 @@ type errorBody struct {
 type errorDetail struct {
 	RootCause []errorCause `json:"root_cause"`
 	errorCause
+	CausedBy *errorCause `json:"caused_by,omitempty"`
 }
 
 func (e *apiError) body() errorBody {
 	c := e.cause()
-	return errorBody{Error: errorDetail{RootCause: []errorCause{c}, errorCause: c}, Status: e.status}
+	return errorBody{Error: errorDetail{RootCause: []errorCause{c}, errorCause: c, CausedBy: e.causedBy}, Status: e.status}
 }
 
 func newError(status int, typ, format string, args ...any) *apiError {

@@ -240,7 +240,15 @@ func (p mappingParser) parse(raw json.RawMessage, into *mappingDef) *apiError {
 
 func (p mappingParser) properties(prefix string, props map[string]json.RawMessage, into *mappingDef) *apiError {
 	for _, name := range slices.Sorted(maps.Keys(props)) {
-		if name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		if name == "" {
+			// OpenSearch's mapper throws an IllegalArgumentException, which
+			// the mapping's parse wraps ("Create index with invalid
+			// mappings", indices.create/10_basic).
+			e := badRequest("mapper_parsing_exception", "Failed to parse mapping [_doc]: field name cannot be an empty string")
+			e.causedBy = &errorCause{Type: "illegal_argument_exception", Reason: "field name cannot be an empty string"}
+			return e
+		}
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
 			return badRequest("mapper_parsing_exception", "field name [%s] cannot be empty or contain empty path segments", name)
 		}
 		path := prefix + name

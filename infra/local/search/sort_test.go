@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -163,5 +165,63 @@ func TestBulkItemWithEmptyIDFailsAlone(t *testing.T) {
 		if code, _ := h.raw(t, "GET", "/items/_doc/"+id, ""); code != 200 {
 			t.Errorf("document %s: got %d, want 200", id, code)
 		}
+	}
+}
+
+// TestDoubleSortValuesAreExact is OpenSearch's search/260_sort_double: a
+// double's sort value is the double, by every mode, the median of two
+// values their mean unrounded (900719925474099.2 came back as
+// 900719925474099, 1.95 as 2).
+func TestDoubleSortValuesAreExact(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "double_sort", `{"settings":{"number_of_shards":3,"number_of_replicas":0},"mappings":{"properties":{"field":{"type":"double"}}}}`)
+	h.bulk(t, "double_sort", `{"index":{"_index":"double_sort","_id":"1"}}
+{"field":[900719925474099.1,1.1]}
+{"index":{"_index":"double_sort","_id":"2"}}
+{"field":[900719925474099.2,900719925474099.3]}
+{"index":{"_index":"double_sort","_id":"3"}}
+{"field":[450359962737049.4,3.5,4.6]}
+{"index":{"_index":"double_sort","_id":"4"}}
+{"field":[450359962737049.7,5.8,-1.9,-2.0]}
+`)
+	for _, tc := range []struct{ mode, order, want string }{
+		{"max", "desc", "2:900719925474099.2 1:900719925474099.1 4:450359962737049.7 3:450359962737049.4"},
+		{"max", "asc", "3:450359962737049.4 4:450359962737049.7 1:900719925474099.1 2:900719925474099.2"},
+		{"min", "asc", "4:-2 1:1.1 3:3.5 2:900719925474099.2"},
+		{"median", "desc", "2:900719925474099.2 1:450359962737050.1 3:4.6 4:1.95"},
+		{"avg", "asc", "4:112589990684262.89 3:150119987579019.16 1:450359962737050.1 2:900719925474099.2"},
+		{"sum", "desc", "2:1801439850948198.5 1:900719925474100.2 3:450359962737057.5 4:450359962737051.56"},
+	} {
+		ids, sorts := h.sortValues(t, "double_sort", fmt.Sprintf(`{"size":5,"sort":[{"field":{"mode":%q,"order":%q}}]}`, tc.mode, tc.order))
+		var got []string
+		for i, id := range ids {
+			f, _ := sorts[i][0].Float64()
+			got = append(got, id+":"+strconv.FormatFloat(f, 'f', -1, 64))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s %s: got %v, want %s", tc.mode, tc.order, got, tc.want)
+		}
+	}
+}
+
+// TestOpenSearchErrorsOfBulkAndMappings are bulk/10_basic's "empty action"
+// and indices.create/10_basic's "Create index with invalid mappings".
+func TestOpenSearchErrorsOfBulkAndMappings(t *testing.T) {
+	h := start(t, "", nil)
+	code, body := h.raw(t, "POST", "/_bulk", `{"index": {"_index": "test_index", "_id": "test_id"}}
+{"f1": "v1", "f2": 42}
+{}
+`)
+	re := regexp.MustCompile(`Malformed action/metadata line \[3\], expected FIELD_NAME but found \[END_OBJECT\]`)
+	if raw, _ := json.Marshal(body); code != 400 || errorType(body) != "illegal_argument_exception" || !re.Match(raw) {
+		t.Errorf("empty action: got %d %s", code, raw)
+	}
+	code, body = h.raw(t, "PUT", "/test_index", `{"mappings":{"properties":{"":{"type":"keyword"}}}}`)
+	raw, _ := json.Marshal(body)
+	if code != 400 || !regexp.MustCompile(`illegal_argument_exception`).Match(raw) {
+		t.Errorf("invalid mappings: got %d %s, want 400 naming illegal_argument_exception", code, raw)
+	}
+	if cause, _ := body["error"].(map[string]any)["caused_by"].(map[string]any); cause["type"] != "illegal_argument_exception" || cause["reason"] != "field name cannot be an empty string" {
+		t.Errorf("invalid mappings: caused_by %v", cause)
 	}
 }

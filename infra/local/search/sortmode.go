@@ -122,8 +122,9 @@ func pickDouble(nums []json.Number, mode string) (float64, bool) {
 	case "median":
 		m := len(vs) / 2
 		if len(vs)%2 == 0 {
-			// OpenSearch rounds a double median of two values too.
-			return math.Round((vs[m-1] + vs[m]) / 2), true
+			// A double median is the mean of the middle two, unrounded
+			// (260_sort_double: 1.95 for -1.9 and 5.8).
+			return (vs[m-1] + vs[m]) / 2, true
 		}
 		return vs[m], true
 	}

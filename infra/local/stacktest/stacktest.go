@@ -5,6 +5,7 @@ package stacktest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -113,4 +116,77 @@ func Tables(tb testing.TB) string {
 func DynamoDB(tb testing.TB) *dynamodb.Client {
 	tb.Helper()
 	return Stack(tb).DynamoDB()
+}
+
+// StillClock is a clock for the DynamoDB front's token buckets
+// (ddbfront.Limits.Now) that stands still unless a test moves it, so that a
+// partition's units are spent only by what the test does.
+type StillClock struct{ ns atomic.Int64 }
+
+// NewStillClock returns a clock standing at a fixed time.
+func NewStillClock() *StillClock {
+	c := &StillClock{}
+	c.ns.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	return c
+}
+
+// Now is the clock's time.
+func (c *StillClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Refill moves the clock on a minute, which fills every bucket again.
+func (c *StillClock) Refill() { c.ns.Add(int64(time.Minute)) }
+
+// RefillOnUnprocessed watches st's front and refills clock as soon as a
+// batch has answered a key as unprocessed: the batch a test provokes meets
+// the spent partition, and the retry of its unprocessed keys finds units.
+// The returned function ends the watch and reports whether a key came back
+// unprocessed.
+func RefillOnUnprocessed(tb testing.TB, st *stack.Stack, clock *StillClock) (stop func() bool) {
+	tb.Helper()
+	start := st.Front.LimitStats().Unprocessed
+	done := make(chan struct{})
+	var seen atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if st.Front.LimitStats().Unprocessed > start {
+					seen.Store(true)
+					clock.Refill()
+					return
+				}
+			}
+		}
+	}()
+	return func() bool {
+		close(done)
+		wg.Wait()
+		return seen.Load()
+	}
+}
+
+// SpendReads reads the item under key, strongly consistent and with no
+// retry, until the front refuses it: its partition's read units are spent
+// (on a StillClock they stay spent).
+func SpendReads(tb testing.TB, db *dynamodb.Client, table string, key map[string]types.AttributeValue) {
+	tb.Helper()
+	for i := 0; i < 100_000; i++ {
+		_, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)},
+			func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+		var pte *types.ProvisionedThroughputExceededException
+		if errors.As(err, &pte) {
+			return
+		}
+		if err != nil {
+			tb.Fatalf("spend the read units of %s: %v", table, err)
+		}
+	}
+	tb.Fatalf("spend the read units of %s: never refused", table)
 }

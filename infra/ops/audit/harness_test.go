@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
@@ -68,6 +69,13 @@ func newFixtureRetention(t *testing.T, retention time.Duration) *fixture {
 // newFixtureMappings runs only the mappings keep keeps (nil: all of them).
 func newFixtureMappings(t *testing.T, retention time.Duration, keep func(wiring.Mapping) bool) *fixture {
 	t.Helper()
+	return newFixtureLimits(t, retention, keep, ddbfront.Limits{})
+}
+
+// newFixtureLimits is newFixtureMappings with the DynamoDB front's limits
+// given.
+func newFixtureLimits(t *testing.T, retention time.Duration, keep func(wiring.Mapping) bool, limits ddbfront.Limits) *fixture {
+	t.Helper()
 	var ms []wiring.Mapping
 	if keep != nil {
 		for _, m := range wiring.Mappings() {
@@ -82,6 +90,7 @@ func newFixtureMappings(t *testing.T, retention time.Duration, keep func(wiring.
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: 500 * time.Millisecond,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },
+			Limits:           limits,
 		},
 		TablePrefix:  prefix,
 		Env:          map[string]string{"ORDER_RETENTION": retention.String()},

@@ -21,6 +21,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
@@ -48,12 +49,19 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, ddbfront.Limits{})
+}
+
+// newFixtureWith is newFixture with the DynamoDB front's limits given.
+func newFixtureWith(t *testing.T, limits ddbfront.Limits) *fixture {
+	t.Helper()
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
 		Stack: stack.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: -1,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },
+			Limits:           limits,
 		},
 		TablePrefix:  prefix,
 		PollInterval: 100 * time.Millisecond,
@@ -297,6 +305,38 @@ func TestReindexRemovesDocumentsOfDeletedProducts(t *testing.T) {
 		t.Errorf("deleted product came back: %+v", d)
 	}
 	_ = ids
+}
+
+// The check of which indexed products still exist is a BatchGetItem: a key
+// of a spent partition comes back unprocessed, as on AWS, and is asked for
+// again until answered (the front's clock stands still until then).
+func TestReindexAsksAgainForUnprocessedKeys(t *testing.T) {
+	clock := stacktest.NewStillClock()
+	f := newFixtureWith(t, ddbfront.Limits{PartitionRCU: 10, Now: clock.Now})
+	f.catalog(6)
+	// Two documents of products no longer in the table, checked in one
+	// batch; the first's partition is spent.
+	stale := []string{"01ARZ3NDEKTSV4RRFFQ69G5FAV", "01ARZ3NDEKTSV4RRFFQ69G5FAW"}
+	for _, id := range stale {
+		bulk := fmt.Sprintf("{\"index\":{\"_id\":%q,\"version\":3,\"version_type\":\"external_gte\"}}\n{\"productId\":%q,\"name\":\"ghost kettle\",\"version\":3}\n", id, id)
+		if status, raw := f.do("POST", "/products/_bulk", bulk); status != 200 || bytes.Contains(raw, []byte(`"errors":true`)) {
+			t.Fatalf("index stale doc: %d %s", status, raw)
+		}
+	}
+	f.idle()
+	clock.Refill()
+	// A product with no item still has its key's partition, which reads spend.
+	stacktest.SpendReads(t, f.sys.DynamoDB(), tables.Physical(f.prefix, tables.Products),
+		map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: stale[0]}})
+	stop := stacktest.RefillOnUnprocessed(t, f.sys.Stack, clock)
+	rep := f.reindex()
+	if !stop() {
+		t.Errorf("no key came back unprocessed")
+	}
+	if rep.Deleted != 2 {
+		t.Errorf("got %+v, want 2 deleted", rep)
+	}
+	f.checkIndexMatchesTable(stale)
 }
 
 func TestReindexDuringWriteLoadKeepsTheNewestVersion(t *testing.T) {
