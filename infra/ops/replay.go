@@ -7,7 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/infra/streamfunctions"
 	"github.com/shopstream/shopstream/infra/ops/replay"
 	"github.com/shopstream/shopstream/infra/ops/target"
 )
@@ -38,7 +38,7 @@ func invoker(t *target.Target, e env) (replay.Invoker, error) {
 		return &replay.Lambda{Client: lambda.NewFromConfig(t.AWS), Names: t.Functions}, nil
 	}
 	env := t.Env()
-	fns, err := system.StreamFunctions(func(k string) string { return env[k] }, system.FunctionDeps{
+	fns, err := streamfunctions.Build(func(k string) string { return env[k] }, streamfunctions.Deps{
 		DynamoDB: t.DynamoDB(), S3: t.S3(), Logger: e.logger})
 	if err != nil {
 		return nil, fmt.Errorf("stream functions: %w", err)

@@ -2,23 +2,11 @@ package system
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/opensearch-project/opensearch-go/v4"
-	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
-
-	"github.com/shopstream/shopstream/functions/archiver/archiving"
-	"github.com/shopstream/shopstream/functions/counters/counting"
-	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/esm"
-	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/infra/streamfunctions"
 	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -30,44 +18,20 @@ func gateway(h apigw.Invoker, cfg Config) http.Handler {
 
 // FunctionDeps are the stream functions' collaborators besides their
 // environment.
-type FunctionDeps struct {
-	DynamoDB *dynamodb.Client
-	S3       *s3.Client
-	Logger   *slog.Logger
-	// Metrics receives the functions' EMF lines; nil discards them.
-	Metrics io.Writer
-}
+type FunctionDeps = streamfunctions.Deps
 
 // StreamFunctions builds the stream functions, by name, from the environment
-// they read on AWS (table variables, ARCHIVE_BUCKET, SEARCH_URL): the
-// handlers the local event-source mappings invoke, and `make replay` locally.
+// they read on AWS, as the local event-source mappings invoke them.
 func StreamFunctions(getenv func(string) string, d FunctionDeps) (map[string]esm.Invoker, error) {
-	if d.Logger == nil {
-		d.Logger = slog.New(slog.DiscardHandler)
-	}
-	counterTables, err := counting.TablesFromEnv(getenv)
+	fns, err := streamfunctions.Build(getenv, d)
 	if err != nil {
-		return nil, fmt.Errorf("counters config: %w", err)
+		return nil, err
 	}
-	archived, err := archiving.TablesFromEnv(getenv)
-	if err != nil {
-		return nil, fmt.Errorf("archiver config: %w", err)
+	out := make(map[string]esm.Invoker, len(fns))
+	for name, fn := range fns {
+		out[name] = fn
 	}
-	search, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{getenv("SEARCH_URL")}}})
-	if err != nil {
-		return nil, fmt.Errorf("search client: %w", err)
-	}
-	reporter := func(fn string) *batchmetrics.Reporter {
-		return &batchmetrics.Reporter{Function: fn, Logger: d.Logger.With("function", fn), Metrics: d.Metrics}
-	}
-	return map[string]esm.Invoker{
-		wiring.Counters: counting.New(counting.Deps{DB: d.DynamoDB, Tables: counterTables,
-			Logger: d.Logger.With("function", wiring.Counters), Reporter: reporter(wiring.Counters)}),
-		wiring.StreamIndexer: indexing.New(indexing.Deps{Search: search,
-			Logger: d.Logger.With("function", wiring.StreamIndexer), Reporter: reporter(wiring.StreamIndexer)}),
-		wiring.Archiver: archiving.New(archiving.Deps{S3: d.S3, Bucket: getenv("ARCHIVE_BUCKET"), Tables: archived,
-			Logger: d.Logger.With("function", wiring.Archiver), Reporter: reporter(wiring.Archiver)}),
-	}, nil
+	return out, nil
 }
 
 // processors builds the stream functions from the same environment they read
