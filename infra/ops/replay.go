@@ -7,9 +7,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/shopstream/shopstream/infra/streamfunctions"
 	"github.com/shopstream/shopstream/infra/ops/replay"
 	"github.com/shopstream/shopstream/infra/ops/target"
+	"github.com/shopstream/shopstream/infra/streamfunctions"
 )
 
 // replayCommand runs `make replay`: locally through the same in-process

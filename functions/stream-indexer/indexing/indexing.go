@@ -21,6 +21,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
@@ -59,29 +60,17 @@ func New(d Deps) *Handler {
 	return &Handler{deps: d}
 }
 
-// Product is the item as the stream carries it and the table holds it.
-type Product struct {
-	ProductID   string `dynamodbav:"productId"`
-	Name        string `dynamodbav:"name"`
-	Description string `dynamodbav:"description"`
-	Category    string `dynamodbav:"category"`
-	PriceCents  int64  `dynamodbav:"priceCents"`
-	ReviewCount int64  `dynamodbav:"reviewCount"`
-	RatingTotal int64  `dynamodbav:"ratingTotal"`
-	UnitsSold   int64  `dynamodbav:"unitsSold"`
-	Version     int64  `dynamodbav:"version"`
-}
+// Product is the catalog item as the stream carries it and the table holds
+// it: the one declaration of a product (shared/products).
+type Product = products.Product
 
 // DocumentOf is the product as the index holds it (the API reads the same
-// type; make reindex writes the same documents).
+// type; make reindex writes the same documents), its rating average derived
+// as the API derives it.
 func DocumentOf(p Product) productsearch.Document {
-	d := productsearch.Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
-		PriceCents: p.PriceCents, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
-	if p.ReviewCount > 0 {
-		avg := float64(p.RatingTotal) / float64(p.ReviewCount)
-		d.RatingAverage = &avg
-	}
-	return d
+	p.Derive()
+	return productsearch.Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
+		PriceCents: p.PriceCents, RatingAverage: p.RatingAverage, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
 }
 
 func (h *Handler) ensureIndex(ctx context.Context) error {

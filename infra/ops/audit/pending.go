@@ -74,7 +74,7 @@ func (a *Auditor) readPending(ctx context.Context) ([]archivedOrder, []facts.Fac
 			}
 			var o order
 			if err := ddbstream.Decode(r.Change.OldImage, &o); err == nil {
-				err = o.check()
+				err = o.Check()
 			}
 			if err != nil {
 				problems = append(problems, Problem{Where: fmt.Sprintf("failure object %s record %s", key, r.EventID), Err: err.Error()})

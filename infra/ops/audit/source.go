@@ -23,40 +23,10 @@ import (
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
-// order is what the counters read of an order, in the table (DynamoDB) and in
-// the archive (plain JSON).
-type order struct {
-	UserID     string `dynamodbav:"userId" json:"userId"`
-	OrderID    string `dynamodbav:"orderId" json:"orderId"`
-	Status     string `dynamodbav:"status" json:"status"`
-	TotalCents int64  `dynamodbav:"totalCents" json:"totalCents"`
-	Lines      []struct {
-		ProductID string `dynamodbav:"productId" json:"productId"`
-		Quantity  int64  `dynamodbav:"quantity" json:"quantity"`
-	} `dynamodbav:"lines" json:"lines"`
-}
-
-// check applies the counters' own rules (docs/counters.md, malformed records).
-func (o order) check() error {
-	if o.UserID == "" || o.OrderID == "" || len(o.Lines) == 0 {
-		return errors.New("order without user, id or lines")
-	}
-	for _, l := range o.Lines {
-		if l.ProductID == "" || l.Quantity < 1 {
-			return errors.New("order line without product or quantity")
-		}
-	}
-	return nil
-}
-
-// asFacts is the order as the counters' facts read it.
-func (o order) asFacts() facts.Order {
-	f := facts.Order{UserID: o.UserID, OrderID: o.OrderID, Status: o.Status, TotalCents: o.TotalCents}
-	for _, l := range o.Lines {
-		f.Lines = append(f.Lines, facts.Line{ProductID: l.ProductID, Quantity: l.Quantity})
-	}
-	return f
-}
+// order is an order as the counters' facts read it, from the table, the
+// archive or an archiver batch: the one declaration, with the counters' own
+// rules (facts.Order.Check, MaxLines included).
+type order = facts.Order
 
 // source is what the orders and reviews tables, the archive and the failure
 // bucket say happened.
@@ -85,7 +55,7 @@ func (s *source) addOrder(o order) bool {
 		return false
 	}
 	s.seen[o.OrderID] = true
-	for _, f := range facts.OfOrder(o.asFacts()) {
+	for _, f := range facts.OfOrder(o) {
 		s.proven[f.Key] = f
 	}
 	return true
@@ -111,7 +81,7 @@ func (a *Auditor) source(ctx context.Context, marked func(key string) bool) (*so
 				var o order
 				err := attributevalue.UnmarshalMap(item, &o)
 				if err == nil {
-					err = o.check()
+					err = o.Check()
 				}
 				if err != nil {
 					s.problems = append(s.problems, Problem{Where: fmt.Sprintf("table %s item %s/%s", a.cfg.Tables.Orders, o.UserID, o.OrderID), Err: err.Error()})
@@ -452,7 +422,7 @@ func parseLine(b []byte) (archivedOrder, error) {
 	if err := json.Unmarshal(l.Item, &o); err != nil {
 		return archivedOrder{}, fmt.Errorf("item: %w", err)
 	}
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return archivedOrder{}, err
 	}
 	return archivedOrder{eventID: l.EventID, order: o}, nil
