@@ -433,27 +433,16 @@ func (s *Store) getProducts(ctx context.Context, ids []string, consistent bool) 
 			keys = append(keys, productKey(id))
 		}
 		req := map[string]types.KeysAndAttributes{s.t.Products: {Keys: keys, ConsistentRead: aws.Bool(consistent)}}
-		for attempt := 1; len(req) > 0; attempt++ {
-			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		err := s.batchGet(ctx, "get products", req, func(_ string, it map[string]types.AttributeValue) error {
+			p, err := decodeProduct(it)
 			if err != nil {
-				return nil, fmt.Errorf("get products: %w", classify(err))
+				return fmt.Errorf("get products: %w", err)
 			}
-			for _, it := range res.Responses[s.t.Products] {
-				p, err := decodeProduct(it)
-				if err != nil {
-					return nil, fmt.Errorf("get products: %w", err)
-				}
-				out[p.ProductID] = p
-			}
-			req = res.UnprocessedKeys
-			if len(req) > 0 {
-				if attempt >= s.cfg.MaxAttempts {
-					return nil, contention("get products")
-				}
-				if err := s.backoff(ctx, attempt); err != nil {
-					return nil, err
-				}
-			}
+			out[p.ProductID] = p
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

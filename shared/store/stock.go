@@ -68,29 +68,18 @@ func (s *Store) readBuckets(ctx context.Context, counts map[string]int, consiste
 		req := map[string]types.KeysAndAttributes{s.t.ProductStock: {
 			Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(consistent),
 		}}
-		for attempt := 1; len(req) > 0; attempt++ {
-			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("read stock: %w", classify(err))
+		err := s.batchGet(ctx, "read stock", req, func(_ string, it map[string]types.AttributeValue) error {
+			var b bucket
+			if err := attributevalue.UnmarshalMap(it, &b); err != nil {
+				return fmt.Errorf("read stock: %w", err)
 			}
-			for _, it := range res.Responses[s.t.ProductStock] {
-				var b bucket
-				if err := attributevalue.UnmarshalMap(it, &b); err != nil {
-					return nil, fmt.Errorf("read stock: %w", err)
-				}
-				if bs, ok := out[b.ProductID]; ok && b.Index < len(bs) {
-					bs[b.Index] = b
-				}
+			if bs, ok := out[b.ProductID]; ok && b.Index < len(bs) {
+				bs[b.Index] = b
 			}
-			req = res.UnprocessedKeys
-			if len(req) > 0 {
-				if attempt >= s.cfg.MaxAttempts {
-					return nil, contention("read stock")
-				}
-				if err := s.backoff(ctx, attempt); err != nil {
-					return nil, err
-				}
-			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

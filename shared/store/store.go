@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/ddbcall"
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/ulid"
@@ -150,22 +151,47 @@ func (s *Store) nowEpoch() int64 { return s.now().Unix() }
 // would end less than a second before ctx's deadline, so the caller still
 // answers in time.
 func (s *Store) backoff(ctx context.Context, attempt int) error {
-	ceiling := 10 * time.Millisecond << min(attempt, 6)
-	ceiling = min(ceiling, 500*time.Millisecond)
+	return s.retryErr("", s.retries(0).Wait(ctx, attempt))
+}
+
+// retries is the store's backoff policy (ddbcall.Backoff): 20 ms doubling
+// to 500 ms, full jitter, no wait that would end within a second of the
+// request's deadline; maxAttempts bounds the tries (0: the caller does).
+func (s *Store) retries(maxAttempts int) ddbcall.Backoff {
+	return ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: 500 * time.Millisecond, Margin: time.Second, MaxAttempts: maxAttempts, Rand: s.randN}
+}
+
+func (s *Store) randN(n int64) int64 {
 	s.mu.Lock()
-	d := time.Duration(s.rnd.Int64N(int64(ceiling)) + 1)
-	s.mu.Unlock()
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+time.Second {
-		return unavailable(context.DeadlineExceeded)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return unavailable(ctx.Err())
-	case <-t.C:
+	defer s.mu.Unlock()
+	return s.rnd.Int64N(n)
+}
+
+// retryErr turns a retry's end into the store's codes: retries spent are
+// contention in op, a deadline or a cancelled request unavailable.
+func (s *Store) retryErr(op string, err error) error {
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, ddbcall.ErrExhausted):
+		return contention(op)
+	case errors.Is(err, ddbcall.ErrDeadline):
+		return unavailable(context.DeadlineExceeded)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return unavailable(err)
 	}
+	return err
+}
+
+// batchGet reads every key of req, asking again for unprocessed keys
+// (ddbcall.BatchGet) with the store's backoff, MaxAttempts tries.
+func (s *Store) batchGet(ctx context.Context, op string, req map[string]types.KeysAndAttributes, each func(string, map[string]types.AttributeValue) error) error {
+	err := ddbcall.BatchGet(ctx, s.db, req, s.retries(s.cfg.MaxAttempts), each)
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("%s: %w", op, classify(err))
+	}
+	return s.retryErr(op, err)
 }
 
 // contention is returned when retries ran out.

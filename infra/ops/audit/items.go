@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/ops/scan"
+	"github.com/shopstream/shopstream/shared/ddbcall"
 )
 
 // keyName is the partition key of each kind's table.
@@ -104,35 +105,22 @@ func (a *Auditor) readChunk(ctx context.Context, chunk []Item, keep func(Kind, m
 		ka.Keys = append(ka.Keys, map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}})
 		req[t] = ka
 	}
-	for attempt := 0; len(req) > 0; attempt++ {
-		if attempt > 0 {
-			if err := sleep(ctx, backoff(attempt)); err != nil {
-				return err
-			}
+	err := ddbcall.BatchGet(ctx, a.cfg.DB, req, retries, func(t string, item map[string]types.AttributeValue) error {
+		k := User
+		if t == a.cfg.Tables.Products {
+			k = Product
 		}
-		res, err := a.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return fmt.Errorf("read counter items: %w", err)
-		}
-		for t, got := range res.Responses {
-			k := User
-			if t == a.cfg.Tables.Products {
-				k = Product
-			}
-			for _, item := range got {
-				if err := keep(k, item); err != nil {
-					return err
-				}
-			}
-		}
-		req = res.UnprocessedKeys
+		return keep(k, item)
+	})
+	if err != nil {
+		return fmt.Errorf("read counter items: %w", err)
 	}
 	return nil
 }
 
-func backoff(attempt int) time.Duration {
-	return min(10*time.Millisecond<<min(attempt, 7), time.Second)
-}
+// retries is the audit's backoff for keys left unprocessed: 20 ms doubling
+// to a second, jittered, until the run's context ends.
+var retries = ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: time.Second}
 
 func decodeReading(k Kind, item map[string]types.AttributeValue) (Item, reading, error) {
 	id, ok := item[keyName[k]].(*types.AttributeValueMemberS)

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/ops/scan"
+	"github.com/shopstream/shopstream/shared/ddbcall"
 	"github.com/shopstream/shopstream/shared/facts"
 )
 
@@ -184,22 +184,14 @@ func (a *Auditor) present(ctx context.Context, keys []string) (map[string]bool, 
 		ka.ProjectionExpression = aws.String("#k")
 		ka.ExpressionAttributeNames = map[string]string{"#k": facts.KeyAttr}
 		req[a.cfg.Tables.Markers] = ka
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				if err := sleep(ctx, backoff(attempt)); err != nil {
-					return nil, err
-				}
+		err := ddbcall.BatchGet(ctx, a.cfg.DB, req, retries, func(_ string, item map[string]types.AttributeValue) error {
+			if k, ok := item[facts.KeyAttr].(*types.AttributeValueMemberS); ok {
+				out[k.Value] = true
 			}
-			res, err := a.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("read markers: %w", err)
-			}
-			for _, item := range res.Responses[a.cfg.Tables.Markers] {
-				if k, ok := item[facts.KeyAttr].(*types.AttributeValueMemberS); ok {
-					out[k.Value] = true
-				}
-			}
-			req = res.UnprocessedKeys
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read markers: %w", err)
 		}
 	}
 	return out, nil

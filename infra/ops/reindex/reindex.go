@@ -27,6 +27,7 @@ import (
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/infra/ops/scan"
+	"github.com/shopstream/shopstream/shared/ddbcall"
 )
 
 // DeletedVersion is the external version of the delete that removes the
@@ -417,22 +418,14 @@ func (r *run) existing(ctx context.Context, ids []string) (map[string]bool, erro
 	req := map[string]types.KeysAndAttributes{r.cfg.Products: {Keys: keys, ConsistentRead: aws.Bool(true),
 		ProjectionExpression: proj.Projection(), ExpressionAttributeNames: proj.Names()}}
 	out := map[string]bool{}
-	for attempt := 0; len(req) > 0; attempt++ {
-		if attempt > 0 {
-			if err := sleep(ctx, min(10*time.Millisecond<<min(attempt, 7), time.Second)); err != nil {
-				return nil, err
-			}
+	err = ddbcall.BatchGet(ctx, r.cfg.DB, req, ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: time.Second}, func(_ string, item map[string]types.AttributeValue) error {
+		if id, ok := item["productId"].(*types.AttributeValueMemberS); ok {
+			out[id.Value] = true
 		}
-		res, err := r.cfg.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return nil, fmt.Errorf("read products: %w", err)
-		}
-		for _, item := range res.Responses[r.cfg.Products] {
-			if id, ok := item["productId"].(*types.AttributeValueMemberS); ok {
-				out[id.Value] = true
-			}
-		}
-		req = res.UnprocessedKeys
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read products: %w", err)
 	}
 	return out, nil
 }
