@@ -2,6 +2,9 @@ package stack_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -286,4 +289,34 @@ func TestInvalidCapacityFailsSynth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeployDocArguesCapacity: docs/deploy.md's "Sale day" states each
+// stage's recovery period and maximum throughput as the stage sets them.
+func TestDeployDocArguesCapacity(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Sale day\n")
+	if !ok {
+		t.Fatal(`docs/deploy.md has no "## Sale day" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, name := range stageNames() {
+		cfg, _ := stack.StageConfig(name)
+		row := fmt.Sprintf("| %s | %d days | %s RRU/s, %s WRU/s |", name, cfg.PITRRecoveryDays, thousands(cfg.MaxThroughput.Reads), thousands(cfg.MaxThroughput.Writes))
+		if !strings.Contains(section, row) {
+			t.Errorf("docs/deploy.md, Sale day: no row %q", row)
+		}
+	}
+}
+
+// thousands writes n with a comma between thousands, as the docs do.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
