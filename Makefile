@@ -136,7 +136,7 @@ lint-templates: synth
 deploy: build
 	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(STREAMED))"
 	@echo "  watch: aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-api"
-	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) --require-approval broadening --progress events; \
+	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) --require-approval broadening --progress events; \
 	  status=$$?; \
 	  for g in $(STREAMED); do \
 	    id=$$(aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-$$g --max-items 1 --query 'deployments[0]' --output text 2>/dev/null); \

@@ -26,19 +26,13 @@ func main() {
 func run() error {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	stage := contextString(app, "stage", stack.Dev)
-	cfg, err := stack.StageConfig(stage)
+	// The stage, with the reservedConcurrency and saleWarmThroughput
+	// settings: an unreadable one stops the synth with its error.
+	cfg, err := stack.ContextConfig(app)
 	if err != nil {
 		return err
 	}
-	// An account whose concurrency quota is below the stage's reservations
-	// deploys with -c reservedConcurrency=none (or its own pairs).
-	if v := contextString(app, "reservedConcurrency", ""); v != "" {
-		if cfg.ReservedConcurrency, err = stack.ParseReservedConcurrency(v); err != nil {
-			return err
-		}
-	}
-	dist := contextString(app, "dist", "")
+	dist := stack.ContextString(app, "dist", "")
 	if dist == "" {
 		root, err := moduleRoot()
 		if err != nil {
@@ -51,7 +45,7 @@ func run() error {
 		Config:     cfg,
 		DistDir:    dist,
 		Routes:     stack.DeclaredRoutes(),
-		AlarmEmail: contextString(app, "alarmEmail", ""),
+		AlarmEmail: stack.ContextString(app, "alarmEmail", ""),
 	})
 	if err != nil {
 		return err
@@ -69,13 +63,6 @@ func environment() *awscdk.Environment {
 		return nil
 	}
 	return &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
-}
-
-func contextString(app awscdk.App, key, fallback string) string {
-	if v, ok := app.Node().TryGetContext(jsii.String(key)).(string); ok && v != "" {
-		return v
-	}
-	return fallback
 }
 
 // moduleRoot is the directory of go.mod above the working directory: cdk runs

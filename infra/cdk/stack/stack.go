@@ -70,6 +70,9 @@ func New(scope constructs.Construct, id string, p Props) (*Stack, error) {
 	if p.DistDir == "" {
 		return nil, fmt.Errorf("stack %s: no dist directory", id)
 	}
+	if err := p.Config.validateThroughput(); err != nil {
+		return nil, fmt.Errorf("stack %s: %w", id, err)
+	}
 	sp := p.StackProps
 	if sp.StackName == nil {
 		sp.StackName = jsii.String(p.Config.Name)

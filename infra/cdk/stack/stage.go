@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -57,6 +59,18 @@ type Config struct {
 	// ArchiveInfrequentAfterDays and ArchiveGlacierAfterDays move archived
 	// objects to cheaper storage classes.
 	ArchiveInfrequentAfterDays, ArchiveGlacierAfterDays int
+	// PITRRecoveryDays is how many days back point-in-time recovery can
+	// restore a table (1 to 35). Its price does not depend on it.
+	PITRRecoveryDays int
+	// MaxThroughput caps the on-demand request units a second of every table
+	// and every global index, so that a runaway (a loop in a function, an
+	// operator command, a replay) costs at most that much an hour instead of
+	// DynamoDB's per-table quota (docs/deploy.md, "Sale day").
+	MaxThroughput Throughput
+	// SaleWarmThroughput pre-warms tables and global indexes for a sale, by
+	// table or table.index (the saleWarmThroughput context); a warmed
+	// direction's cap is lifted to its warm throughput (MaxThroughputOf).
+	SaleWarmThroughput map[string]Throughput
 }
 
 // SearchCapacity sizes the OpenSearch domain.
@@ -126,6 +140,8 @@ var stages = map[string]Config{
 		},
 		ArchiveInfrequentAfterDays: 30,
 		ArchiveGlacierAfterDays:    90,
+		PITRRecoveryDays:           7,
+		MaxThroughput:              Throughput{Reads: 1000, Writes: 1000},
 	},
 	Prod: {
 		Stage:                     Prod,
@@ -151,7 +167,42 @@ var stages = map[string]Config{
 		},
 		ArchiveInfrequentAfterDays: 30,
 		ArchiveGlacierAfterDays:    90,
+		PITRRecoveryDays:           35,
+		MaxThroughput:              Throughput{Reads: 12000, Writes: 4000},
 	},
+}
+
+// ContextConfig returns the configuration the app's context asks for: the
+// stage (-c stage=prod, dev when none) with the reservedConcurrency and
+// saleWarmThroughput settings applied. A setting it cannot read is an error
+// naming it, and synth stops there.
+func ContextConfig(scope constructs.Construct) (Config, error) {
+	cfg, err := StageConfig(ContextString(scope, "stage", Dev))
+	if err != nil {
+		return Config{}, err
+	}
+	// An account whose concurrency quota is below the stage's reservations
+	// deploys with -c reservedConcurrency=none (or its own pairs).
+	if v := ContextString(scope, "reservedConcurrency", ""); v != "" {
+		if cfg.ReservedConcurrency, err = ParseReservedConcurrency(v); err != nil {
+			return Config{}, err
+		}
+	}
+	if v := ContextString(scope, SaleWarmContext, ""); v != "" {
+		if cfg.SaleWarmThroughput, err = ParseSaleWarmThroughput(v); err != nil {
+			return Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// ContextString is the context setting key of the scope's tree as a
+// string, or fallback when it is unset or empty.
+func ContextString(scope constructs.Construct, key, fallback string) string {
+	if v, ok := scope.Node().TryGetContext(jsii.String(key)).(string); ok && v != "" {
+		return v
+	}
+	return fallback
 }
 
 // ParseReservedConcurrency reads the reservedConcurrency context setting:

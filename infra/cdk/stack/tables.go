@@ -9,18 +9,25 @@ import (
 
 // tables declares every table of shared/tables: on demand, point-in-time
 // recovery, encrypted with the AWS-managed key, with its stream, TTL and indexes.
+// Every table and global index has the stage's maximum throughput, and the
+// sale's warm throughput where it asks for one (docs/deploy.md, "Sale day").
 func (b *builder) tables() {
 	for _, t := range tables.All() {
+		limit := b.cfg.MaxThroughputOf(t.Name)
 		props := &awsdynamodb.TableProps{
 			TableName:    jsii.String(tables.Physical(b.cfg.TablePrefix(), t.Name)),
 			PartitionKey: attribute(t.PartitionKey),
 			BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
 			PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 				PointInTimeRecoveryEnabled: jsii.Bool(true),
+				RecoveryPeriodInDays:       jsii.Number(b.cfg.PITRRecoveryDays),
 			},
-			DeletionProtection: jsii.Bool(b.cfg.DeletionProtection),
-			Encryption:         awsdynamodb.TableEncryption_AWS_MANAGED,
-			RemovalPolicy:      b.cfg.RemovalPolicy(),
+			MaxReadRequestUnits:  units(limit.Reads),
+			MaxWriteRequestUnits: units(limit.Writes),
+			WarmThroughput:       b.cfg.warmThroughput(t.Name),
+			DeletionProtection:   jsii.Bool(b.cfg.DeletionProtection),
+			Encryption:           awsdynamodb.TableEncryption_AWS_MANAGED,
+			RemovalPolicy:        b.cfg.RemovalPolicy(),
 		}
 		if t.SortKey != nil {
 			props.SortKey = attribute(*t.SortKey)
@@ -33,10 +40,15 @@ func (b *builder) tables() {
 		}
 		table := awsdynamodb.NewTable(b.s.Stack, jsii.String(constructID(t.Name)+"Table"), props)
 		for _, ix := range t.GlobalIndexes {
+			target := IndexTarget(t.Name, ix.Name)
+			ixLimit := b.cfg.MaxThroughputOf(target)
 			gp := &awsdynamodb.GlobalSecondaryIndexProps{
-				IndexName:      jsii.String(ix.Name),
-				PartitionKey:   attribute(ix.PartitionKey),
-				ProjectionType: awsdynamodb.ProjectionType(ix.Projection.Type),
+				IndexName:            jsii.String(ix.Name),
+				PartitionKey:         attribute(ix.PartitionKey),
+				ProjectionType:       awsdynamodb.ProjectionType(ix.Projection.Type),
+				MaxReadRequestUnits:  units(ixLimit.Reads),
+				MaxWriteRequestUnits: units(ixLimit.Writes),
+				WarmThroughput:       b.cfg.warmThroughput(target),
 			}
 			if ix.SortKey != nil {
 				gp.SortKey = attribute(*ix.SortKey)

@@ -124,7 +124,7 @@ func TestSAMTablesMatchSharedDefinitions(t *testing.T) {
 			if p == nil {
 				t.Fatalf("no table named shopstream-${Stage}-%s", def.Name)
 			}
-			checkTable(t, def, p, false)
+			checkTable(t, def, p)
 		})
 	}
 }
