@@ -179,14 +179,13 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		o.TotalCents = orders.Total(o.Lines)
 		o.OpenShard = orders.OpenKey(orders.Placed, orders.Shard(o.OrderID, tables.OpenOrderShards))
 
-		actions, decrements, err := s.placeActions(o, ps, takes, cart, req.FromCart)
+		tx, err := s.placeActions(o, ps, takes, cart, req.FromCart)
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 		}
-		if n := len(actions) + btoi(idem != nil); n > maxTransactItems {
+		if n := len(tx.actions) + btoi(idem != nil); n > maxTransactItems {
 			return orders.Order{}, tooLarge(n, takes)
 		}
-		idemAt := -1
 		if idem != nil {
 			resp, err := render(o)
 			if err != nil {
@@ -196,11 +195,10 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 			if err != nil {
 				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 			}
-			idemAt = len(actions)
-			actions = append(actions, put)
+			tx.claim = tx.add(put)
 		}
 
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.actions})
 		if err == nil {
 			return o, nil
 		}
@@ -209,19 +207,19 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, classify(err))
 		}
 		switch {
-		case c.failed(0):
+		case c.failed(tx.user):
 			return orders.Order{}, errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
-		case c.failed(idemAt):
+		case c.failed(tx.claim):
 			return orders.Order{}, ErrKeyUsed
 		case c.anyCondition():
 			// A bucket did not hold what was taken, or the catalog read is
 			// stale (a new price or name, a bucket gone with a respread or
 			// a deletion): the next round plans from consistent reads.
-			for i, d := range decrements {
-				if !c.failed(2 + i) {
+			for _, d := range tx.decrements {
+				if !c.failed(d.at) {
 					continue
 				}
-				item := c.items[2+i]
+				item := c.items[d.at]
 				if d.Bucket == onCatalog {
 					// The catalog item's stock: moved into buckets since
 					// the read, short, or a new price or name.
@@ -296,33 +294,49 @@ func tooLarge(n int, takes map[string][]stock.Take) error {
 	}
 }
 
-// decrementRef names the product and units of a stock decrement of a
-// placement's transaction, in action order after [0] and [1].
+// placement is the transaction of an order's placement, each action known
+// by name: where the user check, the order, the cart's emptying and the
+// idempotency claim stand among the actions (-1 when absent), and each
+// stock decrement with its own.
+type placement struct {
+	actions                  []types.TransactWriteItem
+	user, order, cart, claim int
+	decrements               []decrementRef
+}
+
+// add appends an action and returns where it stands.
+func (p *placement) add(a types.TransactWriteItem) int {
+	p.actions = append(p.actions, a)
+	return len(p.actions) - 1
+}
+
+// decrementRef names the product and units of a stock decrement, and where
+// it stands among the placement's actions.
 type decrementRef struct {
 	productID string
 	stock.Take
+	at int
 }
 
-// placeActions returns the transaction of a placement: [0] the user check,
-// [1] the order, [2…] the stock decrements of each line, then the cart.
-func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]stock.Take, cart carts.Cart, fromCart bool) ([]types.TransactWriteItem, []decrementRef, error) {
+// placeActions returns the transaction of a placement: the user check, the
+// order, the stock decrements of each line and, from a cart, the cart's
+// emptying (the caller adds the idempotency claim).
+func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]stock.Take, cart carts.Cart, fromCart bool) (*placement, error) {
 	item, err := attributevalue.MarshalMap(o)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	tx := &placement{cart: -1, claim: -1}
+	tx.user = tx.add(s.userExists(o.UserID))
 	orderCond := notExists("orderId")
-	actions := []types.TransactWriteItem{
-		s.userExists(o.UserID),
-		{Put: &types.Put{
-			TableName: aws.String(s.t.Orders), Item: item,
-			ConditionExpression: orderCond.Condition(), ExpressionAttributeNames: orderCond.Names(),
-		}},
-	}
-	var refs []decrementRef
+	tx.order = tx.add(types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(s.t.Orders), Item: item,
+		ConditionExpression: orderCond.Condition(), ExpressionAttributeNames: orderCond.Names(),
+	}})
 	for _, l := range o.Lines {
 		for _, t := range takes[l.ProductID] {
-			actions = append(actions, s.decrement(ps[l.ProductID], t))
-			refs = append(refs, decrementRef{productID: l.ProductID, Take: t})
+			at := tx.add(s.decrement(ps[l.ProductID], t))
+			tx.decrements = append(tx.decrements, decrementRef{productID: l.ProductID, Take: t, at: at})
 		}
 	}
 	if fromCart {
@@ -331,13 +345,13 @@ func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, tak
 			Add(expression.Name("version"), expression.Value(1))
 		cond := expression.Name("version").Equal(expression.Value(cart.Version))
 		e := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
-		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+		tx.cart = tx.add(types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(s.t.Carts), Key: userKey(o.UserID),
 			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		}})
 	}
-	return actions, refs, nil
+	return tx, nil
 }
 
 // GetOrder returns an order of userID. Codes: NotFound.
