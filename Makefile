@@ -15,10 +15,11 @@ PKGS := ./...
 run: ddb-local
 	$(GO) run ./infra/local
 
-## test: formatting, vet, race tests against the local stack, CDK and template checks, short fuzz runs (one worker for the paths fuzzer: each worker starts its own local stack)
+## test: formatting, vet, the earlier releases the drills run built first (cached by commit), race tests against the local stack, CDK and template checks, short fuzz runs (one worker for the paths fuzzer: each worker starts its own local stack)
 # The tests get a TMPDIR of their own, removed after: the jsii runtime behind the
 # CDK tests unpacks itself there and is not closed (see infra/cdk/stack TestMain).
 test: ddb-local fmt-check vet
+	$(GO) test -count=1 -run '^TestSupportedReleasesBuild$$' ./infra/local/releases
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  echo "TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m $(PKGS)" && \
 	  TMPDIR=$$tmp $(GO) test -race -count=1 -timeout 12m $(PKGS)

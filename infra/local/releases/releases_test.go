@@ -38,3 +38,27 @@ func TestChangelogListsEverySupportedRelease(t *testing.T) {
 		t.Errorf("previous release %v is not the last supported one", p)
 	}
 }
+
+// TestSupportedReleasesBuild builds what the release drills run: each
+// supported release's local stack and the previous release's API function,
+// from the history, into the releases cache (make test runs it first, alone,
+// so the drills find them built).
+func TestSupportedReleasesBuild(t *testing.T) {
+	root, err := releases.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := releases.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, r := range releases.Supported() {
+		if _, err := releases.Build(ctx, root, r.Commit, "./infra/local", cache); err != nil {
+			t.Errorf("release %s: %v", r.Version, err)
+		}
+	}
+	if _, err := releases.Build(ctx, root, releases.Previous().Commit, "./functions/api", cache, "lambda.norpc"); err != nil {
+		t.Errorf("release %s's API: %v", releases.Previous().Version, err)
+	}
+}
