@@ -37,7 +37,7 @@ fmt-check:
 token:
 	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)') $(if $(UNVERIFIED),-unverified)
 
-## seed: demo users and products into a running `make run`
+## seed: demo users and products into a running `make run`; what is there already is left alone, so a second run adds nothing
 seed:
 	$(GO) run ./infra/local/seed
 
