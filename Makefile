@@ -49,7 +49,7 @@ seed:
 OPS_BIN ?= bin/ops
 OPS = $(if $(filter command line environment environment override,$(origin STAGE)),STAGE=$(STAGE) )$(OPS_BIN)
 
-## ops: build the operator commands into bin/ops (OPS_BIN=…); scripts run `bin/ops audit|replay|reindex` for their own exit status: 0 done, 1 something left, 2 could not run
+## ops: build the operator commands into bin/ops (OPS_BIN=…); scripts run `bin/ops audit|replay|reindex|migrate` for their own exit status: 0 done, 1 something left, 2 could not run
 ops:
 	@$(GO) build -o $(OPS_BIN) ./infra/ops
 

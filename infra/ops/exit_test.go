@@ -84,7 +84,7 @@ func TestOpsExitStatusForScripts(t *testing.T) {
 
 	t.Run("stopped stack", func(t *testing.T) {
 		port := closedPort(t)
-		for _, cmd := range []string{"audit", "replay", "reindex"} {
+		for _, cmd := range []string{"audit", "replay", "reindex", "migrate"} {
 			code, out := runOps(t, bin, map[string]string{"DYNAMODB_PORT": port, "S3_PORT": port, "SEARCH_PORT": port}, cmd)
 			want := "DynamoDB endpoint http://127.0.0.1:" + port + " is not answering"
 			if code != 2 || !strings.Contains(out, want) || !strings.Contains(out, "make run") {
