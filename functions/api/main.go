@@ -76,7 +76,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Store:   st,
 		Cursors: cursor.NewSigner(cfg.CursorSecret, olderCursorKeys...),
 		Search:  search,
-		Logger:  lambdacontext.NewLogger(),
+		Logger:  lambdacontext.NewLogger().With("function", "api"),
 		Metrics: os.Stdout,
 	})
 	lambda.StartHandlerFunc(h.Handle)

@@ -40,7 +40,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	// Path-style addressing when an endpoint is given (the local S3).
 	pathStyle := getenv("AWS_ENDPOINT_URL_S3") != "" || getenv("AWS_ENDPOINT_URL") != ""
-	logger := lambdacontext.NewLogger()
+	logger := lambdacontext.NewLogger().With("function", "archiver")
 	h := archiving.New(archiving.Deps{
 		S3:       s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = pathStyle }),
 		Bucket:   bucket,

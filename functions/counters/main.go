@@ -35,7 +35,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
-	logger := lambdacontext.NewLogger()
+	logger := lambdacontext.NewLogger().With("function", "counters")
 	h := counting.New(counting.Deps{
 		DB:       dynamodb.NewFromConfig(awsCfg),
 		Tables:   t,

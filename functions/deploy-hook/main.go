@@ -39,7 +39,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Lambda:     awslambda.NewFromConfig(awsCfg),
 		CodeDeploy: codedeploy.NewFromConfig(awsCfg),
 		Target:     target,
-		Logger:     lambdacontext.NewLogger(),
+		Logger:     lambdacontext.NewLogger().With("function", "deploy-hook"),
 	}
 	lambda.StartHandlerFunc(h.Handle)
 	return nil

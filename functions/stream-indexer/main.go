@@ -35,7 +35,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	logger := lambdacontext.NewLogger()
+	logger := lambdacontext.NewLogger().With("function", "stream-indexer")
 	h := indexing.New(indexing.Deps{
 		Search:   client,
 		Logger:   logger,

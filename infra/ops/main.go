@@ -2,14 +2,16 @@
 // local stack or, with STAGE set, a deployed stage (names from its stack's
 // outputs, see package target):
 //
-//	go run ./infra/ops replay [-mapping m]   # make replay [MAPPING=m]
-//	go run ./infra/ops audit [-repair]       # make audit [REPAIR=1]
-//	go run ./infra/ops reindex               # make reindex
-//	go run ./infra/ops migrate [-dry-run]    # make migrate [DRY_RUN=1]
+//	bin/ops replay [-mapping m]   # make replay [MAPPING=m]
+//	bin/ops audit [-repair]       # make audit [REPAIR=1]
+//	bin/ops reindex               # make reindex
+//	bin/ops migrate [-dry-run]    # make migrate [DRY_RUN=1]
 //
-// Each command resolves the same target and exits 0 when it left everything
-// right, 1 when something remains (records still failing, drift), 2 when it
-// could not run.
+// (`make ops` builds bin/ops.) Each command resolves the same target and exits
+// 0 when it left everything right, 1 when something remains (records still
+// failing, drift), 2 when it could not run. Scripts run bin/ops to see these:
+// make exits 2 whenever a recipe fails, and `go run` exits 1 whenever the
+// program does not exit 0.
 package main
 
 import (
@@ -69,6 +71,10 @@ func run(ctx context.Context, args []string, e env) int {
 			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
 			return 2
 		}
+		if err := t.Check(ctx); err != nil {
+			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			return 2
+		}
 		fmt.Fprintf(e.stdout, "%s on the %s\n", c.name, t)
 		err = c.run(ctx, t, args[1:], e)
 		switch {
@@ -87,7 +93,7 @@ func run(ctx context.Context, args []string, e env) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: go run ./infra/ops <command> [flags]; against the local stack, or a deployed stage with STAGE=<stage>")
+	fmt.Fprintln(w, "usage: bin/ops <command> [flags] (make ops builds it); against the local stack, or a deployed stage with STAGE=<stage>")
 	for _, c := range commands() {
 		fmt.Fprintln(w, "  "+c.usage)
 	}

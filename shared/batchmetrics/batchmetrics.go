@@ -19,8 +19,12 @@ const Namespace = "shopstream/streams"
 
 // Reporter writes batch reports for one function.
 type Reporter struct {
+	// Function names the function in the metrics.
 	Function string
-	Logger   *slog.Logger
+	// Logger writes the batch line; it carries the function's name already
+	// (key "function", as on every line of the function), so the line does
+	// not add it again: a key twice is not valid JSON for strict parsers.
+	Logger *slog.Logger
 	// Metrics receives EMF lines (stdout on Lambda); nil discards them.
 	Metrics io.Writer
 	Now     func() time.Time
@@ -50,7 +54,7 @@ func (r *Reporter) Batch(ctx context.Context, ev events.DynamoDBEvent, failures 
 	}
 	lag := Lag(ev, now)
 	ms := float64(took.Microseconds()) / 1000
-	args := append([]any{"function", r.Function, "records", len(ev.Records), "failures", failures, "ms", ms, "lagMs", lag.Milliseconds()}, attrs...)
+	args := append([]any{"records", len(ev.Records), "failures", failures, "ms", ms, "lagMs", lag.Milliseconds()}, attrs...)
 	if r.Logger != nil {
 		r.Logger.InfoContext(ctx, "batch", args...)
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"mime"
@@ -120,12 +121,34 @@ next:
 	return routes.Route{}, nil, false
 }
 
-func gatewayError(w http.ResponseWriter, status int, msg string) {
+// gatewayError answers with API Gateway's own body and returns the
+// request id it gave the answer.
+func gatewayError(w http.ResponseWriter, status int, msg string) string {
+	id := requestID()
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Apigw-Requestid", requestID())
+	w.Header().Set("Apigw-Requestid", id)
 	w.WriteHeader(status)
 	io.WriteString(w, `{"message":"`+msg+`"}`)
+	return id
 }
+
+// unauthorized answers a guarded route's request without a valid token as
+// API Gateway's JWT authorizer does: 401 with the gateway's body
+// {"message":"Unauthorized"}, and the reason in www-authenticate (RFC 6750:
+// error="invalid_token" and its description for a token that fails, no
+// error for a request without one). The reason is logged with the request id.
+func (g *gateway) unauthorized(w http.ResponseWriter, r *http.Request, rt routes.Route, reason error) {
+	challenge := `Bearer scope=""`
+	if !errors.Is(reason, errNoToken) {
+		challenge += ` error="invalid_token" error_description="` + strings.ReplaceAll(reason.Error(), `"`, `'`) + `"`
+	}
+	w.Header().Set("Www-Authenticate", challenge)
+	id := gatewayError(w, http.StatusUnauthorized, "Unauthorized")
+	g.cfg.Logger.InfoContext(r.Context(), "unauthorized", "route", rt.Method+" "+rt.Path, "reason", reason.Error(), "requestId", id)
+}
+
+// errNoToken is the reason of a request without a bearer token.
+var errNoToken = errors.New("no bearer token in the Authorization header")
 
 func requestID() string {
 	b := make([]byte, 8)
@@ -138,9 +161,9 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route,
 	// carries no claims even when the request has a token.
 	var claims map[string]string
 	if rt.NeedsToken() {
-		c, ok := g.claims(r)
-		if !ok {
-			gatewayError(w, http.StatusUnauthorized, "Unauthorized")
+		c, err := g.claims(r)
+		if err != nil {
+			g.unauthorized(w, r, rt, err)
 			return
 		}
 		claims = c
@@ -165,18 +188,15 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route,
 	writeResponse(w, resp)
 }
 
-// claims returns the verified token's claims, if the request carries one.
-func (g *gateway) claims(r *http.Request) (map[string]string, bool) {
+// claims returns the verified token's claims; errNoToken when the request
+// carries none, else why the token is refused.
+func (g *gateway) claims(r *http.Request) (map[string]string, error) {
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
-		return nil, false
+	if !ok || strings.TrimSpace(tok) == "" {
+		return nil, errNoToken
 	}
-	c, err := verify(g.cfg.Secret, strings.TrimSpace(tok), g.cfg.Now())
-	if err != nil {
-		return nil, false
-	}
-	return c, true
+	return verify(g.cfg.Secret, strings.TrimSpace(tok), g.cfg.Now())
 }
 
 func (g *gateway) event(r *http.Request, rt routes.Route, params map[string]string, body []byte, claims map[string]string) events.APIGatewayV2HTTPRequest {

@@ -1,9 +1,12 @@
 package apigw
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -80,6 +83,55 @@ func TestGatewayAnswersItself(t *testing.T) {
 			code, body := do(t, req)
 			if code != tt.want || body != tt.body {
 				t.Errorf("got %d %s, want %d %s", code, body, tt.want, tt.body)
+			}
+		})
+	}
+}
+
+// TestUnauthorizedSaysWhy: a refused token gets API Gateway's body and the
+// authorizer's reason in www-authenticate, and the gateway logs the reason.
+func TestUnauthorizedSaysWhy(t *testing.T) {
+	var logs bytes.Buffer
+	srv := httptest.NewServer(New(Config{Handler: &recorder{}, Secret: secret, Routes: routes.All(),
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))}))
+	t.Cleanup(srv.Close)
+	expired, _ := Token(secret, "u1", false, -time.Minute)
+	other, _ := Token([]byte("another-secret"), "u1", false, time.Hour)
+	for _, tt := range []struct {
+		name, auth, challenge, reason string
+	}{
+		{"no token", "", `Bearer scope=""`, "no bearer token in the Authorization header"},
+		{"basic", "Basic dTE6cHc=", `Bearer scope=""`, "no bearer token in the Authorization header"},
+		{"expired", "Bearer " + expired, `Bearer scope="" error="invalid_token" error_description="the token has expired"`, "the token has expired"},
+		{"other secret", "Bearer " + other, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid signature"`, "the token does not have a valid signature"},
+		{"alg none", "Bearer " + forge(`{"sub":"u1","exp":9999999999}`), `Bearer scope="" error="invalid_token" error_description="the token's header is not HS256"`, "the token's header is not HS256"},
+		{"garbage", "Bearer a.b", `Bearer scope="" error="invalid_token" error_description="the token is malformed"`, "the token is malformed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logs.Reset()
+			req, _ := http.NewRequest("GET", srv.URL+"/users/u1", nil)
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 401 || string(body) != `{"message":"Unauthorized"}` {
+				t.Errorf("got %d %s, want 401 {\"message\":\"Unauthorized\"}", resp.StatusCode, body)
+			}
+			if got := resp.Header.Get("Www-Authenticate"); got != tt.challenge {
+				t.Errorf("www-authenticate: got %s, want %s", got, tt.challenge)
+			}
+			var line struct{ Msg, Route, Reason, RequestID string }
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+				t.Fatalf("log %q: %v", logs.String(), err)
+			}
+			want := struct{ Msg, Route, Reason, RequestID string }{"unauthorized", "GET /users/{userId}", tt.reason, resp.Header.Get("Apigw-Requestid")}
+			if line != want {
+				t.Errorf("log line: got %+v, want %+v", line, want)
 			}
 		})
 	}

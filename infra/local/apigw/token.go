@@ -67,41 +67,43 @@ func sign(secret []byte, s string) []byte {
 }
 
 // verify checks an HS256 JWT and returns its claims as API Gateway's JWT
-// authorizer passes them: every value a string, arrays as "[a b]".
+// authorizer passes them: every value a string, arrays as "[a b]". An
+// error's text is the reason the authorizer gives in www-authenticate's
+// error_description.
 func verify(secret []byte, tok string, now time.Time) (map[string]string, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
-		return nil, errors.New("malformed token")
+		return nil, errors.New("the token is malformed")
 	}
 	var head struct{ Alg string }
 	raw, err := b64.DecodeString(parts[0])
 	if err != nil || json.Unmarshal(raw, &head) != nil || head.Alg != "HS256" {
-		return nil, errors.New("unsupported token header")
+		return nil, errors.New("the token's header is not HS256")
 	}
 	sig, err := b64.DecodeString(parts[2])
 	if err != nil || !hmac.Equal(sig, sign(secret, parts[0]+"."+parts[1])) {
-		return nil, errors.New("bad signature")
+		return nil, errors.New("the token does not have a valid signature")
 	}
 	raw, err = b64.DecodeString(parts[1])
 	if err != nil {
-		return nil, errors.New("malformed claims")
+		return nil, errors.New("the token's claims are malformed")
 	}
 	var claims map[string]any
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.UseNumber()
 	if err := dec.Decode(&claims); err != nil {
-		return nil, errors.New("malformed claims")
+		return nil, errors.New("the token's claims are malformed")
 	}
 	exp, ok := claims["exp"].(json.Number)
 	if !ok {
-		return nil, errors.New("no expiry")
+		return nil, errors.New("the token has no exp claim")
 	}
 	if n, err := exp.Int64(); err != nil || now.Unix() >= n {
-		return nil, errors.New("expired")
+		return nil, errors.New("the token has expired")
 	}
 	if nbf, ok := claims["nbf"].(json.Number); ok {
 		if n, err := nbf.Int64(); err != nil || now.Unix() < n {
-			return nil, errors.New("not yet valid")
+			return nil, errors.New("the token is not valid yet")
 		}
 	}
 	out := make(map[string]string, len(claims))

@@ -23,6 +23,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
@@ -31,7 +33,9 @@ import (
 type Config struct {
 	// Upstream is DynamoDB Local's URL.
 	Upstream string
-	// DynamoDB and Streams are clients pointed at Upstream, used by the sweeper.
+	// DynamoDB and Streams are clients pointed at Upstream, used by the
+	// sweeper, the stream follower and the limits; nil: New makes them, with
+	// the local stack's dummy credentials.
 	DynamoDB *dynamodb.Client
 	Streams  *dynamodbstreams.Client
 	// SweepInterval is the TTL sweeper's period; 0 disables the background loop
@@ -82,6 +86,13 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	upstream := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	if cfg.DynamoDB == nil {
+		cfg.DynamoDB = dynamodb.NewFromConfig(upstream, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(cfg.Upstream) })
+	}
+	if cfg.Streams == nil {
+		cfg.Streams = dynamodbstreams.NewFromConfig(upstream, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(cfg.Upstream) })
 	}
 	l, err := openLedger(cfg.DataDir)
 	if err != nil {

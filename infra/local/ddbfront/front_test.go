@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strconv"
@@ -555,4 +556,28 @@ func startOn(t *testing.T, dir string) *stack.Stack {
 		t.Fatalf("start: %v", err)
 	}
 	return st
+}
+
+// TestFrontGivenOnlyItsUpstream: a front configured with DynamoDB Local's
+// URL alone makes its own clients, so AWS's limits (on by default) check a
+// transaction's items instead of dereferencing a client it was not given.
+func TestFrontGivenOnlyItsUpstream(t *testing.T) {
+	upstream := stacktest.Stack(t).Upstream()
+	f, err := ddbfront.New(ctx(t), ddbfront.Config{Upstream: upstream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	db := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	table := stacktest.OwnPrefix(t) + "upstream-only"
+	createTable(t, db, table, "")
+	if _, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(table), Item: item("a", 1, nil)}},
+		{Update: &types.Update{TableName: aws.String(table), Key: key("b", 1),
+			UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)}}},
+	}}); err != nil {
+		t.Fatalf("transaction: %v", err)
+	}
 }

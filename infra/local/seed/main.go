@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -41,60 +42,136 @@ var users = []struct{ ID, Email, Name string }{
 }
 
 func main() {
-	if err := run(context.Background(), os.Getenv); err != nil {
+	if err := run(context.Background(), os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "seed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, getenv func(string) string) error {
+// run creates the demo products and users that are not there yet: a product
+// by its name in its category, a user by its id. A second run creates
+// nothing and succeeds.
+func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	base := "http://127.0.0.1:" + or(getenv("API_PORT"), "3000")
 	secret := []byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret))
 	client := &http.Client{Timeout: 10 * time.Second}
-	call := func(method, path string, who apigw.Claims, body any) (int, string, error) {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return 0, "", err
+	call := func(method, path string, who *apigw.Claims, body any) (int, []byte, error) {
+		var rd io.Reader
+		if body != nil {
+			raw, err := json.Marshal(body)
+			if err != nil {
+				return 0, nil, err
+			}
+			rd = bytes.NewReader(raw)
 		}
-		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(raw))
+		req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 		if err != nil {
-			return 0, "", err
+			return 0, nil, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		tok, err := apigw.TokenFor(secret, who, time.Hour)
-		if err != nil {
-			return 0, "", err
+		if who != nil {
+			tok, err := apigw.TokenFor(secret, *who, time.Hour)
+			if err != nil {
+				return 0, nil, err
+			}
+			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := client.Do(req)
 		if err != nil {
-			return 0, "", fmt.Errorf("%s %s (is `make run` up?): %w", method, path, err)
+			return 0, nil, fmt.Errorf("%s %s (is `make run` up?): %w", method, path, err)
 		}
 		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out), nil
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, nil
 	}
+	existing := map[string]map[string]string{} // category → name → id
+	admin := &apigw.Claims{Sub: "admin", Admin: true}
 	for _, p := range products {
-		code, body, err := call("POST", "/products", apigw.Claims{Sub: "admin", Admin: true}, p)
+		if existing[p.Category] == nil {
+			names, err := productsIn(call, p.Category)
+			if err != nil {
+				return err
+			}
+			existing[p.Category] = names
+		}
+		if id, ok := existing[p.Category][p.Name]; ok {
+			fmt.Fprintf(out, "product %s: already there (%s)\n", p.Name, id)
+			continue
+		}
+		code, body, err := call("POST", "/products", admin, p)
 		if err != nil {
 			return err
 		}
-		if code != http.StatusCreated {
+		var created struct {
+			ProductID string `json:"productId"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(body, &created) != nil {
 			return fmt.Errorf("create product %q: %d %s", p.Name, code, body)
 		}
-		fmt.Printf("product %s\n", body)
+		existing[p.Category][p.Name] = created.ProductID
+		fmt.Fprintf(out, "product %s: created (%s)\n", p.Name, created.ProductID)
 	}
 	for _, u := range users {
-		code, body, err := call("POST", "/users", apigw.Claims{Sub: u.ID, Email: u.Email}, map[string]string{"name": u.Name})
+		who := &apigw.Claims{Sub: u.ID, Email: u.Email}
+		code, body, err := call("POST", "/users", who, map[string]string{"name": u.Name})
 		if err != nil {
 			return err
 		}
-		if code != http.StatusCreated && code != http.StatusConflict {
-			return fmt.Errorf("create user %s: %d %s", u.ID, code, body)
+		switch code {
+		case http.StatusCreated:
+			fmt.Fprintf(out, "user %s: created\n", u.ID)
+			continue
+		case http.StatusConflict:
+			// The user, or another with its email: only the first is
+			// "already there".
+			got, _, err := call("GET", "/users/"+u.ID, who, nil)
+			if err != nil {
+				return err
+			}
+			if got == http.StatusOK {
+				fmt.Fprintf(out, "user %s: already there\n", u.ID)
+				continue
+			}
 		}
-		fmt.Printf("user %s: %d\n", u.ID, code)
+		return fmt.Errorf("create user %s: %d %s", u.ID, code, body)
 	}
 	return nil
+}
+
+// caller sends one request to the API, as who (nil: no token).
+type caller func(method, path string, who *apigw.Claims, body any) (int, []byte, error)
+
+// productsIn returns the ids of a category's products by name, every page.
+func productsIn(call caller, category string) (map[string]string, error) {
+	names := map[string]string{}
+	cursor := ""
+	for {
+		path := "/products?limit=100&category=" + url.QueryEscape(category)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		code, body, err := call("GET", path, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Items []struct {
+				ProductID string `json:"productId"`
+				Name      string `json:"name"`
+			} `json:"items"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &page) != nil {
+			return nil, fmt.Errorf("list products of %s: %d %s", category, code, body)
+		}
+		for _, it := range page.Items {
+			names[it.Name] = it.ProductID
+		}
+		if page.NextCursor == "" {
+			return names, nil
+		}
+		cursor = page.NextCursor
+	}
 }
 
 func or(v, def string) string {

@@ -420,3 +420,24 @@ func TestCountersExactThroughFaults(t *testing.T) {
 		t.Errorf("failure destination: got %+v, want nothing (the fault was shorter than the retries)", f)
 	}
 }
+
+// TestOrderOfAnUnknownProductIsAConflict: an order naming a product id that
+// no product has (never created, deleted, or not even a ULID) is 409
+// conflict naming it, as a cart line whose product was deleted
+// (docs/openapi.yaml, placeOrder).
+func TestOrderOfAnUnknownProductIsAConflict(t *testing.T) {
+	sys := start(t, nil, -1)
+	c := client{t, sys.APIURL}
+	c.must(201, "POST", "/users", "u1", map[string]any{"name": "U One"}, nil)
+	for _, unknown := range []string{"01HZZZZZZZZZZZZZZZZZZZZZZ0", "not-a-ulid"} {
+		var problem struct {
+			Type     string   `json:"type"`
+			Detail   string   `json:"detail"`
+			Products []string `json:"products"`
+		}
+		c.must(409, "POST", "/users/u1/orders", "u1", map[string]any{"items": []map[string]any{{"productId": unknown, "quantity": 1}}}, &problem)
+		if problem.Type != "conflict" || len(problem.Products) != 1 || problem.Products[0] != unknown || !strings.Contains(problem.Detail, unknown) {
+			t.Errorf("got %+v, want type conflict naming %s", problem, unknown)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func Start(out io.Writer, what string, interval time.Duration) *Meter {
 			case <-m.stop:
 				return
 			case <-t.C:
-				m.print()
+				m.print(false)
 			}
 		}
 	}()
@@ -72,17 +72,19 @@ func (m *Meter) line(text string) {
 	fmt.Fprintf(m.out, "%s: %s (%s)\n", m.what, text, time.Since(m.start).Round(time.Millisecond))
 }
 
-// Stop prints the final counts and stops the meter.
+// Stop prints the final counts, if anything was counted, and stops the meter.
 func (m *Meter) Stop() {
 	if m == nil {
 		return
 	}
 	close(m.stop)
 	<-m.done
-	m.print()
+	m.print(true)
 }
 
-func (m *Meter) print() {
+// print writes the counts; with nothing counted, a periodic line says so
+// (the command is alive) and the final one is left out.
+func (m *Meter) print(final bool) {
 	m.mu.Lock()
 	names := make([]string, 0, len(m.counts))
 	for n := range m.counts {
@@ -94,5 +96,11 @@ func (m *Meter) print() {
 		parts[i] = fmt.Sprintf("%s %d", n, m.counts[n])
 	}
 	m.mu.Unlock()
+	if len(parts) == 0 {
+		if final {
+			return
+		}
+		parts = []string{"nothing counted yet"}
+	}
 	m.line(strings.Join(parts, ", "))
 }

@@ -317,8 +317,12 @@ func (r *run) count(results map[string]bulkItem, op string) {
 			r.rep.Failed = append(r.rep.Failed, fmt.Sprintf("%s: %s status %d %s", id, op, res.Status, reason))
 		}
 	}
-	r.cfg.Progress.Add(op+"ed", int64(len(results)))
+	r.cfg.Progress.Add(progressName[op], int64(len(results)))
 }
+
+// progressName is how the progress line counts the documents of a _bulk
+// request, by action (whatever each one's answer).
+var progressName = map[string]string{"index": "documents sent", "delete": "deletions sent"}
 
 // removeStale walks the index by productId and deletes the documents of
 // products the scan did not see and a consistent read does not find.

@@ -39,6 +39,9 @@ type Target struct {
 	DynamoDBURL, S3URL string
 	// Tables maps each logical table (shared/tables) to its physical name.
 	Tables map[string]string
+	// TablePrefix is the local stack's TABLE_PREFIX ("" on a stage, whose
+	// names come from its outputs).
+	TablePrefix string
 	// Functions maps each function (shared/wiring) to its deployed name
 	// (locally, its own name: the stream functions run in-process).
 	Functions map[string]string
@@ -83,7 +86,7 @@ func resolveLocal(getenv func(string) string) (*Target, error) {
 	}
 	t := &Target{
 		AWS:    aws.Config{Region: localRegion, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")},
-		Tables: tables.Names(getenv("TABLE_PREFIX")), Functions: map[string]string{}, MappingIDs: map[string]string{},
+		Tables: tables.Names(getenv("TABLE_PREFIX")), TablePrefix: getenv("TABLE_PREFIX"), Functions: map[string]string{}, MappingIDs: map[string]string{},
 		FailureBucket: or(getenv("FAILURE_BUCKET"), localDefaultFailureBucket),
 		ArchiveBucket: or(getenv("ARCHIVE_BUCKET"), localDefaultArchiveBucket),
 	}

@@ -92,3 +92,15 @@ func TestStageTargetFromStackOutputs(t *testing.T) {
 		t.Errorf("missing output: got %v, want an error naming it", err)
 	}
 }
+
+func TestPrefixesNamesCompleteSetsOnly(t *testing.T) {
+	have := map[string]bool{"users": true, "a-users": true}
+	for _, tb := range tables.All() {
+		have[tables.Physical("shopstream-dev-", tb.Name)] = true
+		have[tables.Physical("b-", tb.Name)] = true
+	}
+	got := prefixes(have)
+	if want := []string{"b-", "shopstream-dev-"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
