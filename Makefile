@@ -11,9 +11,15 @@ PKGS := ./...
 .PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex migrate ops help \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
-## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200)
+## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200); Ctrl-C or kill <make's pid> stops it all
+# The recipe execs the stack, so make's one child is the stack itself: make
+# passes SIGTERM on to it, Ctrl-C reaches it with make, and it watches make
+# for a SIGINT sent to make alone (infra/local/parent_linux.go). `go run`
+# would put itself between them and die alone, leaving the stack running.
+LOCAL_BIN ?= bin/shopstream-local
 run: ddb-local
-	$(GO) run ./infra/local
+	@$(GO) build -o $(LOCAL_BIN) ./infra/local
+	exec $(LOCAL_BIN)
 
 ## test: formatting, vet, the earlier releases the drills run built first (cached by commit), race tests against the local stack, CDK and template checks, short fuzz runs (one worker for the paths fuzzer: each worker starts its own local stack)
 # The tests get a TMPDIR of their own, removed after: the jsii runtime behind the

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -188,7 +189,17 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	if err != nil {
 		return err
 	}
+	if err := checkPorts(ctx, cfg); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go watchMake(ctx, func(reason string) {
+		logger.Info("stop", "reason", reason)
+		cancel()
+	})
 	started := time.Now()
+	var ready atomic.Pointer[about]
 	canary, err := buildCanary(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -203,6 +214,12 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 			TTLSweepInterval: cfg.SweepInterval,
 			Limits:           cfg.Limits,
 			Logger:           logger,
+			About: func() any {
+				if a := ready.Load(); a != nil {
+					return a
+				}
+				return nil
+			},
 		},
 		APIAddr:       addr(cfg.APIPort),
 		FailureBucket: cfg.FailureBucket,
@@ -227,6 +244,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	if canary != nil {
 		logger.Info("api canary", "ref", cfg.CanaryRef, "percent", canary.Percent, "bootstrap", canary.Bootstrap)
 	}
+	ready.Store(&about{Pid: os.Getpid(), API: sys.APIURL, DynamoDB: sys.DynamoDBURL, S3: sys.S3URL, Search: sys.SearchURL, DataDir: cfg.DataDir})
 	logger.Info("ready", "ms", time.Since(started).Milliseconds(), "pid", os.Getpid())
 	<-ctx.Done()
 	logger.Info("stopping")

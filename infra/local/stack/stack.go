@@ -7,6 +7,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,11 @@ type Config struct {
 	// DynamoDBUpstream reuses a running DynamoDB Local instead of starting one.
 	DynamoDBUpstream string
 	Logger           *slog.Logger
+	// About describes the running stack (its process, endpoints, data) at
+	// GET /_local/stack on the DynamoDB endpoint, so that a second `make run`
+	// on the same ports can say which stack holds them; nil until ready,
+	// which the endpoint answers 503.
+	About func() any
 }
 
 // Stack is a running local stack.
@@ -126,6 +132,18 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/_local/faults", s.Front.FaultsHandler())
+	mux.HandleFunc("GET /_local/stack", func(w http.ResponseWriter, r *http.Request) {
+		var about any
+		if cfg.About != nil {
+			about = cfg.About()
+		}
+		if about == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(about)
+	})
 	mux.Handle("/", s.Front)
 	if s.DynamoDBURL, err = s.serve(cfg.DynamoDBAddr, mux); err != nil {
 		return nil, fmt.Errorf("start dynamodb endpoint: %w", err)
