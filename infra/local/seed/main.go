@@ -36,9 +36,11 @@ var products = []product{
 	{"Desk Lamp", "An adjustable LED desk lamp with warm light", "home", 5600, 20},
 }
 
+// users carry the email `make token SUB=<id>` claims by default, so that a
+// token made for a seeded user is that user's.
 var users = []struct{ ID, Email, Name string }{
-	{"u1", "ada@example.com", "Ada"},
-	{"u2", "grace@example.com", "Grace"},
+	{"u1", "u1@example.com", "Ada"},
+	{"u2", "u2@example.com", "Grace"},
 }
 
 func main() {
