@@ -48,7 +48,7 @@ token:
 seed:
 	$(GO) run ./infra/local/seed
 
-## --- Operations (CONTRACT §6, docs/operations.md): against `make run`'s stack, or a deployed stage with STAGE=dev ---
+## --- Operations (docs/contract.md#6-operations, docs/operations.md): against `make run`'s stack, or a deployed stage with STAGE=dev ---
 # STAGE reaches the operator commands only when given (command line or environment):
 # its default below is for deploy, and operations default to the local stack.
 # make exits 2 whenever a recipe fails, so `make audit` cannot hand on the

@@ -301,7 +301,7 @@ func (d *drill) checkExact() {
 	}
 }
 
-// TestKillNineUnderOrderLoad is the drill of CONTRACT §1's DATA_DIR promise:
+// TestKillNineUnderOrderLoad is the drill of the DATA_DIR promise (docs/contract.md#1-local-stack):
 // eight users place orders through the API, the stack process is killed with
 // SIGKILL the instant an order is acknowledged, and restarted on the same
 // DATA_DIR; every order that got a 201 must be readable, and stock and

@@ -2,7 +2,7 @@
 // endpoints (DynamoDB with Streams and TTL, S3, search), the tables, the API
 // behind the API Gateway emulation and the stream processors behind the
 // event-source-mapping emulation. Ports and settings come from the environment
-// (CONTRACT §1).
+// (docs/contract.md#1-local-stack).
 //
 //	go run ./infra/local                      # the whole system
 //	go run ./infra/local token -sub u1 [-admin] [-email a@example.com] # a dev JWT for the API

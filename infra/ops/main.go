@@ -1,4 +1,4 @@
-// Command ops runs the operator commands of CONTRACT §6 against `make run`'s
+// Command ops runs the operator commands of docs/contract.md#6-operations against `make run`'s
 // local stack or, with STAGE set, a deployed stage (names from its stack's
 // outputs, see package target):
 //

@@ -1,5 +1,5 @@
 // Package productsearch holds the query side of the products search index
-// (CONTRACT §5): full-text search over name and description, optionally within
+// (docs/contract.md#5-search): full-text search over name and description, optionally within
 // a category, best match first, against OpenSearch's _search API.
 package productsearch
 

@@ -216,7 +216,7 @@ func (e *env) send(ev events.APIGatewayV2HTTPRequest) response {
 	return out
 }
 
-// checkProblem checks an error response against CONTRACT §2.
+// checkProblem checks an error response against docs/contract.md#2-http-api.
 func checkProblem(tb testing.TB, ev events.APIGatewayV2HTTPRequest, r response) {
 	tb.Helper()
 	if ct := r.Headers["content-type"]; ct != "application/problem+json" {

@@ -13,7 +13,7 @@ import (
 // FuzzRequestPaths sends arbitrary paths and query strings, with every method
 // the API routes and as anonymous, a user and an admin, through the handler
 // on the local stack: whatever comes in, the answer is never a 5xx (no
-// request gets a 5xx for its shape, CONTRACT §2), and every error is
+// request gets a 5xx for its shape, docs/contract.md#2-http-api), and every error is
 // problem+json. The seed corpus is in testdata/fuzz/FuzzRequestPaths and runs
 // with every plain `go test`.
 func FuzzRequestPaths(f *testing.F) {

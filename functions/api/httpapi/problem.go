@@ -9,7 +9,7 @@ import (
 	"github.com/shopstream/shopstream/shared/errcode"
 )
 
-// Problem types (CONTRACT §2). Stable: clients branch on them.
+// Problem types (docs/contract.md#2-http-api). Stable: clients branch on them.
 const (
 	TypeValidation         = "validation"
 	TypeUnauthorized       = "unauthorized"

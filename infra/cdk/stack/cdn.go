@@ -11,7 +11,7 @@ import (
 const OutputCDNURL = "CdnUrl"
 
 // CDNPaths are the path patterns the CDN serves, all public GET routes of
-// CONTRACT §2 (GET and HEAD only): products, their pages and reviews, and
+// docs/contract.md#2-http-api (GET and HEAD only): products, their pages and reviews, and
 // search. Every other path, the authorised routes among them, is answered
 // 404 at the edge and never reaches the API through the CDN.
 var CDNPaths = []string{"/products", "/products/*", "/search"}

@@ -10,8 +10,9 @@ import (
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
-// ArchiveColumn is one column of an archive table: CONTRACT §4's line
-// fields, lower case (the JSON SerDe matches keys case-insensitively).
+// ArchiveColumn is one column of an archive table: one of the archive line's
+// fields (docs/contract.md#4-archive), lower case (the JSON SerDe matches keys
+// case-insensitively).
 type ArchiveColumn struct{ Name, Type string }
 
 // archiveItemTypes are the Hive types of the archived items, by table: the
@@ -43,7 +44,7 @@ func ArchiveColumns(table string) []ArchiveColumn {
 	}
 }
 
-// ArchivePartitionKeys are the archive's Hive partitions, CONTRACT §4.
+// ArchivePartitionKeys are the archive's Hive partitions, docs/contract.md#4-archive.
 var ArchivePartitionKeys = []string{"year", "month", "day"}
 
 // ArchiveDatabase is the Glue database of a stage's archive tables: Glue
@@ -60,7 +61,7 @@ func (b *builder) archiveCatalog() {
 		CatalogId: b.s.Stack.Account(),
 		DatabaseInput: &awsglue.CfnDatabase_DatabaseInputProperty{
 			Name:        jsii.String(db),
-			Description: jsii.String("shopstream " + b.cfg.Stage + ": what TTL removed from the hot tables (CONTRACT §4), for Athena"),
+			Description: jsii.String("shopstream " + b.cfg.Stage + ": what TTL removed from the hot tables, for Athena"),
 		},
 	})
 	bucket := *b.s.Archive.BucketName()

@@ -84,7 +84,7 @@ func TestArchiveCatalog(t *testing.T) {
 		pattern = strings.NewReplacer(`\$\{year\}`, `\d{4}`, `\$\{month\}`, `\d{2}`, `\$\{day\}`, `\d{2}`).Replace(pattern)
 		templates[tn] = regexp.MustCompile(pattern)
 		if path != tn+"/year=${year}/month=${month}/day=${day}/" {
-			t.Errorf("%s: location template path %q, want CONTRACT §4's %s/year=${year}/month=${month}/day=${day}/", tn, path, tn)
+			t.Errorf("%s: location template path %q, want the archive layout's %s/year=${year}/month=${month}/day=${day}/", tn, path, tn)
 		}
 
 		sd := in["StorageDescriptor"].(map[string]any)

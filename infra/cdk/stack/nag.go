@@ -93,7 +93,7 @@ func (b *builder) suppressions() {
 	)
 
 	for _, r := range b.api.public {
-		suppress(r, true, rule("AwsSolutions-APIG4", "A public route by CONTRACT §2 (health check, product pages, reviews of a product, search): anyone may read it without a token."))
+		suppress(r, true, rule("AwsSolutions-APIG4", "A public route of the API (docs/contract.md, section 2: health check, product pages, reviews of a product, search): anyone may read it without a token."))
 	}
 }
 

@@ -37,7 +37,7 @@ func TestStreamRecordsIndexed(t *testing.T) {
 }
 
 // TestListensOnLoopbackOnly starts DynamoDB Local and finds its port closed
-// on every address of the machine but 127.0.0.1 (CONTRACT §1): a request to
+// on every address of the machine but 127.0.0.1 (docs/contract.md#1-local-stack): a request to
 // a non-loopback address would reach the tables past the front.
 func TestListensOnLoopbackOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -1,4 +1,4 @@
-// Package audit checks the counters of CONTRACT §3 fact by fact against the
+// Package audit checks the counters of docs/contract.md#3-counters fact by fact against the
 // source of truth (the orders and reviews tables, the orders archive in S3
 // and the batches the mappings gave up on in the failure bucket), reports
 // every counter that differs, and, when asked, repairs it while traffic and
@@ -130,7 +130,7 @@ const (
 	Product = facts.Product
 )
 
-// Counters lists the counters of each kind, as stored (CONTRACT §3; the
+// Counters lists the counters of each kind, as stored (docs/contract.md#3-counters; the
 // product's ratingAverage is ratingTotal / reviewCount).
 var Counters = map[Kind][]string{
 	User:    {"orderCount", "lifetimeSpendCents", "reviewCount"},

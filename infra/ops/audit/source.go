@@ -402,7 +402,7 @@ func (a *Auditor) readObject(ctx context.Context, key string) (*archiveObject, e
 	return obj, nil
 }
 
-// parseLine reads one archive line (CONTRACT §4) of an order.
+// parseLine reads one archive line (docs/contract.md#4-archive) of an order.
 func parseLine(b []byte) (archivedOrder, error) {
 	var l struct {
 		EventID string          `json:"eventId"`

@@ -1,5 +1,5 @@
 // Package target says what an operator command works on: `make run`'s local
-// stack (endpoints from the same environment variables as CONTRACT §1) or a
+// stack (endpoints from the same environment variables as docs/contract.md#1-local-stack) or a
 // deployed stage (STAGE=dev: names from the CloudFormation stack's outputs).
 // Every operator command (replay, audit, reindex) resolves its target here,
 // so they all see the same tables, buckets, functions and search endpoint.

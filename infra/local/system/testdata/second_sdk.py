@@ -98,7 +98,7 @@ check(rec.get("userIdentity") == {"PrincipalId": "dynamodb.amazonaws.com", "Type
       "REMOVE userIdentity is the TTL service: %s" % rec.get("userIdentity"))
 check(rec["dynamodb"]["OldImage"]["userId"] == {"S": user}, "REMOVE carries the old image")
 
-# S3: the archiver wrote the removal, as CONTRACT section 4 shapes it.
+# S3: the archiver wrote the removal, as docs/contract.md#4-archive shapes it.
 day = time.strftime("year=%Y/month=%m/day=%d", time.gmtime())
 
 
