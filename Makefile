@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver deploy-hook
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke deploy bench flash-sale clean replay audit reindex migrate ops help \
+.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy bench flash-sale clean replay audit reindex migrate ops help \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200); Ctrl-C or kill <make's pid> stops it all
@@ -172,6 +172,14 @@ deploy: build
 RELEASES = shopstream-$(STAGE)-releases
 # The functions CodeDeploy releases (the hook is not one of them).
 STREAMED = api counters stream-indexer archiver
+
+## samples: put in place the items the samples of events/ expect (sample-user, other-user, sample-product, product 01HZZZZZZZZZZZZZZZZZZZZZZZ with 10 units), in the tables ENV_VARS names; again to start their counters anew
+samples:
+	$(GO) run ./infra/local samples $(if $(ENV_VARS),-env-vars $(ENV_VARS))
+
+## samples-clean: take the items of make samples away
+samples-clean:
+	$(GO) run ./infra/local samples -clean $(if $(ENV_VARS),-env-vars $(ENV_VARS))
 
 ## invoke: one function of template.yaml on one event, as `sam local invoke` without Docker (FN=api EVENT=events/x.json [ENV_VARS=file])
 ENV_VARS ?= events/sam-env.json

@@ -8,6 +8,7 @@
 //	go run ./infra/local token -sub u1 [-admin] [-email a@example.com] # a dev JWT for the API
 //	go run ./infra/local invoke -e events/x.json -env-vars events/sam-env.json ApiFunction
 //	                                          # one function of template.yaml on one event, as sam local invoke
+//	go run ./infra/local samples [-clean]     # the items the samples of events/ expect, put in place or taken away
 package main
 
 import (
@@ -47,6 +48,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "invoke" {
 		if err := invoke.Command(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "invoke:", err)
+			stop()
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "samples" {
+		if err := invoke.SamplesCommand(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "samples:", err)
 			stop()
 			os.Exit(1)
 		}

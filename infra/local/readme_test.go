@@ -85,8 +85,21 @@ func TestReadmeTryingIt(t *testing.T) {
 		block = strings.ReplaceAll(block, sub.from, sub.to)
 	}
 	dir := t.TempDir()
-	script := "set -e\n" +
-		"make() { command make --no-print-directory -C " + strconv.Quote(repoRoot(t)) + ` "$@"; }` + "\n"
+	// make runs the repository's Makefile from the test's directory, as the
+	// same process (kill %1 signals make itself, as in a user's shell).
+	realMake, err := exec.LookPath("make")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir := filepath.Join(dir, "bin")
+	wrapper := "#!/bin/sh\nexec " + strconv.Quote(realMake) + " --no-print-directory -C " + strconv.Quote(repoRoot(t)) + ` "$@"` + "\n"
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(binDir, "make"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "set -e\nexport PATH=" + strconv.Quote(binDir) + ":\"$PATH\"\n"
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Log("the AWS CLI is not installed: the README's aws line runs through boto3 with the CLI v1's region rules")
 		script += awsShim
@@ -95,11 +108,16 @@ func TestReadmeTryingIt(t *testing.T) {
 
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), append(env, "LOCAL_BIN="+filepath.Join(dir, "shopstream-local"))...)
-	// The README sets these on the aws line itself: the host's must not help.
-	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"} {
-		cmd.Env = append(cmd.Env, k+"=")
+	// The README's aws line says what it needs itself: the host's AWS
+	// settings must not help it.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
 	}
+	cmd.Env = append(cmd.Env, append(env, "LOCAL_BIN="+filepath.Join(dir, "shopstream-local"),
+		// and no AWS configuration files of the host's.
+		"AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"))...)
 	out, err := cmd.Output()
 	var trace string
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -54,6 +54,10 @@ func Command(ctx context.Context, args []string, lookup func(string) (string, bo
 			return err
 		}
 	}
+	fnEnv := f.Environment(lookup, file, ShellCredentials(lookup))
+	if err := CheckTables(ctx, fnEnv); err != nil {
+		return err
+	}
 	var bin string
 	if *buildDir != "" {
 		bin = filepath.Join(*buildDir, f.LogicalID, "bootstrap")
@@ -70,7 +74,7 @@ func Command(ctx context.Context, args []string, lookup func(string) (string, bo
 			return err
 		}
 	}
-	env := ProcessEnv(f, bin, f.Environment(lookup, file, ShellCredentials(lookup)))
+	env := ProcessEnv(f, bin, fnEnv)
 	res, err := Run(ctx, f, bin, env, event, stderr)
 	if err != nil {
 		return err

@@ -15,7 +15,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,14 +25,13 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
-	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // sampleProduct is the product the API samples name.
-const sampleProduct = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
+const sampleProduct = invoke.SampleProduct
 
 // TestSampleEventsUnderMakeInvoke runs every events/*.json through `make
 // invoke`'s code path (invoke.Command: template.yaml, events/sam-env.json,
@@ -220,24 +218,11 @@ func startSampleStack(tb testing.TB) *sampleStack {
 	tb.Cleanup(func() { sys.Close() })
 	f := &sampleStack{sys: sys}
 	db := sys.DynamoDB()
-	put := func(name string, item any) {
-		tb.Helper()
-		av, err := attributevalue.MarshalMap(item)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table(name)), Item: av}); err != nil {
-			tb.Fatal(err)
-		}
+	// What the samples assume exists: what `make samples` puts in place.
+	tableOf := map[string]string{"USERS_TABLE": f.table(tables.Users), "PRODUCTS_TABLE": f.table(tables.Products), "PRODUCT_STOCK_TABLE": f.table(tables.ProductStock)}
+	if _, err := invoke.PutSamples(ctx, db, func(v string) string { return tableOf[v] }); err != nil {
+		tb.Fatal(err)
 	}
-	// What the samples assume exists.
-	put(tables.Users, map[string]any{"userId": "sample-user", "version": 1})
-	put(tables.Users, map[string]any{"userId": "other-user", "version": 1})
-	put(tables.Products, map[string]any{"productId": "sample-product", "version": 1})
-	put(tables.Products, products.Product{ProductID: sampleProduct, Name: "Copper Kettle", Description: "A copper kettle that whistles",
-		Category: "kitchen", PriceCents: 4900, StockBuckets: 1, CreatedAt: "2026-11-22T09:00:00Z", UpdatedAt: "2026-11-22T09:00:00Z", Version: 1})
-	put(tables.ProductStock, map[string]any{"bucketId": sampleProduct + "#0", "productId": sampleProduct, "bucket": 0, "units": 10,
-		"priceCents": 4900, "name": "Copper Kettle", "version": 0})
 
 	f.template = filepath.Join("..", "..", "..", "template.yaml")
 	f.envVars = localEnvVars(tb, filepath.Join(samples.Dir(tb), "sam-env.json"), map[string]string{
