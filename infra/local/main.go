@@ -27,9 +27,9 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/invoke"
 	"github.com/shopstream/shopstream/infra/local/releases"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
 
@@ -215,7 +215,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	}
 	sys, err := system.Start(ctx, system.Config{
 		APICanary: canary,
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBAddr:     addr(cfg.DynamoDBPort),
 			S3Addr:           addr(cfg.S3Port),
 			SearchAddr:       addr(cfg.SearchPort),

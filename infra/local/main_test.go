@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -193,7 +193,7 @@ func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
 	p := startBinary(t, bin, env)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := stack.AWSConfig()
+	cfg := endpoints.AWSConfig()
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(p.ddbURL) })
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(p.s3URL); o.UsePathStyle = true })
 

@@ -23,8 +23,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/releases"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/shared/migrations"
@@ -311,7 +311,7 @@ func startCurrent(t *testing.T, dataDir string, canary *system.Canary) *system.S
 		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack:     stack.Config{DataDir: dataDir, TTLSweepInterval: time.Second, Logger: logger},
+		Stack:     endpoints.Config{DataDir: dataDir, TTLSweepInterval: time.Second, Logger: logger},
 		APICanary: canary, Logger: logger,
 	})
 	if err != nil {

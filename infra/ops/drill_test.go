@@ -25,7 +25,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
@@ -67,7 +67,7 @@ func startDrill(t testing.TB, o drillOptions) *drill {
 		ms = append(ms, m)
 	}
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: time.Second,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },

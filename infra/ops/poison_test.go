@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/ops/replay"
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
@@ -63,7 +63,7 @@ func lambdaAPI(t *testing.T, handlers replay.Handlers) *lambda.Client {
 		json.NewEncoder(w).Encode(resp)
 	}))
 	t.Cleanup(srv.Close)
-	return lambda.NewFromConfig(stack.AWSConfig(), func(o *lambda.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	return lambda.NewFromConfig(endpoints.AWSConfig(), func(o *lambda.Options) { o.BaseEndpoint = aws.String(srv.URL) })
 }
 
 // TestDrillPoisonStaysReportedWhileTheRestFlows: a review the counters can

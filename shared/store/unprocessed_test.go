@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -21,7 +21,7 @@ import (
 // has refused the key once (RefillOnUnprocessed).
 func TestBatchReadsAskAgainForUnprocessedKeys(t *testing.T) {
 	clock := stacktest.NewStillClock()
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionRCU: 10, Now: clock.Now}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionRCU: 10, Now: clock.Now}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	prefix := stacktest.Prefix(t)

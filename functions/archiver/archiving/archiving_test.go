@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/functions/archiver/archiving"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -25,7 +25,7 @@ var removedAt = time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 
 func setup(t testing.TB) (*archiving.Handler, *s3.Client) {
 	t.Helper()
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
 	c := st.S3()
 	return archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{"x-orders": "orders", "x-carts": "carts"}}), c
 }
@@ -153,7 +153,7 @@ func TestArchivesTTLRemovalsAsPlainJSONLines(t *testing.T) {
 }
 
 func TestFailedPutFailsItsRecords(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	h := archiving.New(archiving.Deps{S3: st.S3(), Bucket: "no-such-bucket", Tables: map[string]string{"x-orders": "orders"}})
 	k, i := order("o9")
 	r := removal("x-orders", true, k, i)

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/shopstream/shopstream/functions/archiver/archiving"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/samples"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -14,7 +14,7 @@ import (
 // archive's objects and lines after each with testdata/samples.golden.
 func TestSampleEvents(t *testing.T) {
 	batches := samples.Streams(t, "archiver-*.json")
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
 	c := st.S3()
 	// The samples come from the dev stage's tables.
 	h := archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{samples.TablePrefix + "orders": "orders", samples.TablePrefix + "carts": "carts"}})

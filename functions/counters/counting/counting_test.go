@@ -19,7 +19,7 @@ import (
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -659,7 +659,7 @@ func TestRecordWithNoItemLeft(t *testing.T) {
 }
 
 func TestThrottlingFailsRecordsThenRedeliveryIsExact(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	prefix := stacktest.Tables(t)
 	f := newFixture(t, st.DynamoDB(), prefix)
 	// Retries of the SDK's standard retryer are exhausted before the fault is.

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -19,11 +19,11 @@ import (
 // same calls straight to DynamoDB Local; the ratio is the front's overhead.
 func BenchmarkProxy(b *testing.B) {
 	st := stacktest.Stack(b)
-	direct := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
+	direct := dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
 	table := stacktest.Prefix(b) + "bench"
 	createTable(b, st.DynamoDB(), table, "")
 	// The front with AWS's limits off: what the limits cost per call.
-	unlimited := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{Off: true}})
+	unlimited := stacktest.Dedicated(b, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{Off: true}})
 	clients := map[string]*dynamodb.Client{"front": st.DynamoDB(), "direct": direct, "front-limits-off": unlimited.DynamoDB()}
 	for _, path := range []string{"direct", "front-limits-off", "front"} {
 		db := clients[path]
@@ -72,7 +72,7 @@ func BenchmarkProxy(b *testing.B) {
 
 // BenchmarkSweep measures the sweeper's throughput in expired items removed per second.
 func BenchmarkSweep(b *testing.B) {
-	st := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(b, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	const perRound = 1000
 	var removed int

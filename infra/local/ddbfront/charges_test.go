@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -33,10 +33,10 @@ func (c *stillClock) refill() { c.ns.Add(int64(time.Minute)) }
 
 // limitedStack is a dedicated stack whose partitions serve 12 units a second
 // each way, as the measurements did, on a clock that stands still.
-func limitedStack(t *testing.T) (*stack.Stack, *stillClock) {
+func limitedStack(t *testing.T) (*endpoints.Stack, *stillClock) {
 	t.Helper()
 	clock := newStillClock()
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{
 		PartitionWCU: 12, PartitionRCU: 12, Now: clock.Now,
 	}})
 	return st, clock

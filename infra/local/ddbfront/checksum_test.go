@@ -20,7 +20,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -80,17 +80,17 @@ func (l *sdkLog) Logf(c logging.Classification, format string, v ...any) {
 // response's X-Amz-Crc32 is the CRC32 of the bytes the client received: the
 // SDK checks it on every DynamoDB response, and a missing header counts as 0.
 func TestEveryResponseCarriesTheChecksumOfItsBody(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, DataDir: t.TempDir()})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, DataDir: t.TempDir()})
 	w := &wire{next: http.DefaultTransport}
 	log := &sdkLog{}
 	client := &http.Client{Transport: w}
-	db := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) {
+	db := dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(st.DynamoDBURL)
 		o.HTTPClient = client
 		o.Logger = log
 		o.RetryMaxAttempts = 1
 	})
-	streams := dynamodbstreams.NewFromConfig(stack.AWSConfig(), func(o *dynamodbstreams.Options) {
+	streams := dynamodbstreams.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodbstreams.Options) {
 		o.BaseEndpoint = aws.String(st.DynamoDBURL)
 		o.HTTPClient = client
 		o.Logger = log

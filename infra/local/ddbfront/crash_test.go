@@ -21,7 +21,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/ddblocal"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 )
 
 var killRounds = flag.Int("killrounds", 2, "rounds of TestAcknowledgedTransactionsSurviveKill")
@@ -132,8 +132,8 @@ func (r *crashRig) start() {
 	if r.viaFront {
 		r.front, err = ddbfront.New(ctx, ddbfront.Config{
 			Upstream: url,
-			DynamoDB: dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) }),
-			Streams: dynamodbstreams.NewFromConfig(stack.AWSConfig(), func(o *dynamodbstreams.Options) {
+			DynamoDB: dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) }),
+			Streams: dynamodbstreams.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodbstreams.Options) {
 				o.BaseEndpoint = aws.String(url)
 			}),
 			CommitBarrier: r.barrier,
@@ -151,7 +151,7 @@ func (r *crashRig) start() {
 // oneShotClient makes one attempt per call: a write the JVM did not answer
 // is simply not acknowledged.
 func oneShotClient(url string) *dynamodb.Client {
-	return dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) {
+	return dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(url)
 		o.RetryMaxAttempts = 1
 	})

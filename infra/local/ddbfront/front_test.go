@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -89,7 +89,7 @@ func put(t *testing.T, db *dynamodb.Client, table string, it map[string]types.At
 }
 
 // records reads every record of the table's stream through the front.
-func records(t *testing.T, st *stack.Stack, table string) []streamtypes.Record {
+func records(t *testing.T, st *endpoints.Stack, table string) []streamtypes.Record {
 	t.Helper()
 	desc, err := st.DynamoDB().DescribeTable(ctx(t), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
@@ -207,7 +207,7 @@ func canon(es []event) []event {
 
 func TestSweepRemovesExpiredItemsAsTheService(t *testing.T) {
 	now := time.Now()
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	table := stacktest.OwnPrefix(t) + "ttl"
 	createTable(t, db, table, "expiresAt")
@@ -251,7 +251,7 @@ func TestExtendedExpirySurvivesTheSweep(t *testing.T) {
 	var db *dynamodb.Client
 	var table string
 	extended := atomic.Bool{}
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, AfterScan: func(tb string) {
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, AfterScan: func(tb string) {
 		if tb != table || extended.Swap(true) {
 			return
 		}
@@ -286,7 +286,7 @@ func TestExtendedExpirySurvivesTheSweep(t *testing.T) {
 }
 
 func TestUserDeleteOfExpiredItemIsNotTheService(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	table := stacktest.OwnPrefix(t) + "userdel"
 	createTable(t, db, table, "expiresAt")
@@ -319,7 +319,7 @@ func TestUserDeleteOfExpiredItemIsNotTheService(t *testing.T) {
 }
 
 func TestSweepManyItemsAcrossTablesAndPages(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	prefix := stacktest.OwnPrefix(t)
 	expired := time.Now().Add(-time.Hour).Unix()
@@ -371,7 +371,7 @@ func TestSweepManyItemsAcrossTablesAndPages(t *testing.T) {
 }
 
 func TestFaultHook(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	prefix := stacktest.Prefix(t)
 	hot, cold := prefix+"hot", prefix+"cold"
@@ -455,7 +455,7 @@ func TestFaultHook(t *testing.T) {
 
 func TestRestartKeepsDataSettingsAndIdentity(t *testing.T) {
 	dir := t.TempDir()
-	start := func() *stack.Stack { return startOn(t, dir) }
+	start := func() *endpoints.Stack { return startOn(t, dir) }
 	st := start()
 	db := st.DynamoDB()
 	table := "restart"
@@ -549,9 +549,9 @@ func TestTimeToLiveSettings(t *testing.T) {
 
 // startOn starts a stack that keeps its data in dir, without the sweeper:
 // tests that restart the stack start the next one on the same dir.
-func startOn(t *testing.T, dir string) *stack.Stack {
+func startOn(t *testing.T, dir string) *endpoints.Stack {
 	t.Helper()
-	st, err := stack.Start(ctx(t), stack.Config{DataDir: dir, TTLSweepInterval: -1})
+	st, err := endpoints.Start(ctx(t), endpoints.Config{DataDir: dir, TTLSweepInterval: -1})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -570,7 +570,7 @@ func TestFrontGivenOnlyItsUpstream(t *testing.T) {
 	t.Cleanup(func() { f.Close() })
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	db := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	db := dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })
 	table := stacktest.OwnPrefix(t) + "upstream-only"
 	createTable(t, db, table, "")
 	if _, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{

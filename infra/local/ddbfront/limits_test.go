@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -38,7 +38,7 @@ func reasonCodes(err error) []string {
 // cancelled with TransactionConflict at its position and None elsewhere.
 func TestTransactionConflicts(t *testing.T) {
 	const window = 3 * time.Second
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{TxWindow: window}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{TxWindow: window}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "items"
 	createTable(t, db, table, "")
@@ -102,7 +102,7 @@ func TestTransactionConflicts(t *testing.T) {
 // Concurrent transactions on one item meet TransactionConflict, as on AWS;
 // DynamoDB Local alone serialises them and never does.
 func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "hot"
 	createTable(t, db, table, "")
@@ -156,7 +156,7 @@ func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
 // ThrottlingError. The clock stands still, so the buckets do not refill.
 func TestPartitionWriteThroughput(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 4, PartitionRCU: 3, Now: func() time.Time { return now }}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 4, PartitionRCU: 3, Now: func() time.Time { return now }}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "items"
 	createTable(t, db, table, "")
@@ -218,7 +218,7 @@ func TestPartitionWriteThroughput(t *testing.T) {
 // and are throttled with IndexWriteKeyRangeThroughputExceeded.
 func TestIndexPartitionHoldsBackTableWrites(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 3, Now: func() time.Time { return now }}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 3, Now: func() time.Time { return now }}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "indexed"
 	_, err := db.CreateTable(ctx(t), &dynamodb.CreateTableInput{
@@ -265,7 +265,7 @@ func TestIndexPartitionHoldsBackTableWrites(t *testing.T) {
 // Off turns the limits off, for debugging.
 func TestLimitsOff(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{Off: true, PartitionWCU: 1, Now: func() time.Time { return now }}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{Off: true, PartitionWCU: 1, Now: func() time.Time { return now }}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "items"
 	createTable(t, db, table, "")
@@ -285,7 +285,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // BatchExecuteStatement statement on it fails alone with TransactionConflict.
 func TestPartiQLTransactionConflicts(t *testing.T) {
 	const window = 3 * time.Second
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{TxWindow: window}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{TxWindow: window}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "items"
 	createTable(t, db, table, "")

@@ -10,7 +10,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -135,7 +135,7 @@ func TestStreamRecordsCarryTheSecondOfTheirWrite(t *testing.T) {
 }
 
 func TestSweptRecordCarriesTheSecondOfTheSweep(t *testing.T) {
-	st := stacktest.Dedicated(t, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	db := st.DynamoDB()
 	table := stacktest.OwnPrefix(t) + "sweptstamp"
 	createTable(t, db, table, "expiresAt")
@@ -164,7 +164,7 @@ func TestSweptRecordCarriesTheSecondOfTheSweep(t *testing.T) {
 // get their seconds.
 func TestCreationSecondsSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
-	start := func() *stack.Stack { return startOn(t, dir) }
+	start := func() *endpoints.Stack { return startOn(t, dir) }
 	st := start()
 	db := st.DynamoDB()
 	table := "stamps-restart"
@@ -177,7 +177,7 @@ func TestCreationSecondsSurviveARestart(t *testing.T) {
 	first := records(t, st, table)
 	checkCreationTimes(t, first, []*timedWrite{seen})
 	time.Sleep(spacing)
-	direct := dynamodb.NewFromConfig(stack.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
+	direct := dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Upstream()) })
 	bypass := &timedWrite{name: "PutItem past the front", want: []event{{"INSERT", "y/1", false}}, do: func() error {
 		_, err := direct.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("y", 1, nil)})
 		return err

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/esm"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -32,7 +32,7 @@ func startSystem(tb testing.TB) (*system.System, string) {
 	tb.Helper()
 	prefix := stacktest.OwnPrefix(tb)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack:       stack.Config{DynamoDBUpstream: stacktest.Stack(tb).Upstream(), TTLSweepInterval: -1},
+		Stack:       endpoints.Config{DynamoDBUpstream: stacktest.Stack(tb).Upstream(), TTLSweepInterval: -1},
 		TablePrefix: prefix,
 		NoMappings:  true,
 	})

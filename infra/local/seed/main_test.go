@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
@@ -20,7 +20,7 @@ import (
 func TestSeedTwiceAddsNothing(t *testing.T) {
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: time.Hour,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },

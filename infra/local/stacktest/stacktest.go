@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -28,14 +28,14 @@ const ArchiveBucket = "shopstream-archive"
 
 var shared struct {
 	once  sync.Once
-	stack *stack.Stack
+	stack *endpoints.Stack
 	err   error
 	seq   atomic.Int64
 }
 
 // Stack returns the test binary's shared stack. DynamoDB Local's JVM dies with
 // the test binary; the stack is never closed explicitly.
-func Stack(tb testing.TB) *stack.Stack {
+func Stack(tb testing.TB) *endpoints.Stack {
 	tb.Helper()
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -44,7 +44,7 @@ func Stack(tb testing.TB) *stack.Stack {
 		if os.Getenv("STACK_DEBUG") != "" {
 			level = slog.LevelDebug
 		}
-		shared.stack, shared.err = stack.Start(ctx, stack.Config{
+		shared.stack, shared.err = endpoints.Start(ctx, endpoints.Config{
 			TTLSweepInterval: time.Second,
 			SweepTables:      func(table string) bool { return !strings.HasPrefix(table, ownPrefix) },
 			Buckets:          []string{ArchiveBucket},
@@ -66,14 +66,14 @@ const ownPrefix = "own-"
 // to control the sweeper or inject faults without disturbing other tests; its
 // sweeper handles only tables named with OwnPrefix, which the shared stack's
 // sweeper leaves alone.
-func Dedicated(tb testing.TB, cfg stack.Config) *stack.Stack {
+func Dedicated(tb testing.TB, cfg endpoints.Config) *endpoints.Stack {
 	tb.Helper()
 	cfg.DynamoDBUpstream = Stack(tb).Upstream()
 	cfg.SweepTables = func(table string) bool { return strings.HasPrefix(table, ownPrefix) }
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := stack.Start(context.Background(), cfg)
+	st, err := endpoints.Start(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("start dedicated stack: %v", err)
 	}
@@ -141,7 +141,7 @@ func (c *StillClock) Refill() { c.ns.Add(int64(time.Minute)) }
 // the spent partition, and the retry of its unprocessed keys finds units.
 // The returned function ends the watch and reports whether a key came back
 // unprocessed.
-func RefillOnUnprocessed(tb testing.TB, st *stack.Stack, clock *StillClock) (stop func() bool) {
+func RefillOnUnprocessed(tb testing.TB, st *endpoints.Stack, clock *StillClock) (stop func() bool) {
 	tb.Helper()
 	start := st.Front.LimitStats().Unprocessed
 	done := make(chan struct{})

@@ -20,9 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/invoke"
 	"github.com/shopstream/shopstream/infra/local/samples"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/routes"
@@ -208,7 +208,7 @@ func startSampleStack(tb testing.TB) *sampleStack {
 	tb.Helper()
 	ctx := context.Background()
 	sys, err := system.Start(ctx, system.Config{
-		Stack:       stack.Config{DynamoDBUpstream: stacktest.Stack(tb).Upstream(), TTLSweepInterval: -1},
+		Stack:       endpoints.Config{DynamoDBUpstream: stacktest.Stack(tb).Upstream(), TTLSweepInterval: -1},
 		TablePrefix: samples.TablePrefix,
 		NoMappings:  true,
 	})

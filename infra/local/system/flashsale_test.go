@@ -14,7 +14,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
@@ -30,7 +30,7 @@ func startSale(tb testing.TB, wcu float64) *system.System {
 	tb.Helper()
 	prefix := stacktest.OwnPrefix(tb)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
 			TTLSweepInterval: -1,
 			Limits:           ddbfront.Limits{PartitionWCU: wcu},

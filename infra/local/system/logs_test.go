@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
@@ -120,7 +120,7 @@ func TestLogLinesAreJSONWithUniqueKeys(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: time.Second,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },

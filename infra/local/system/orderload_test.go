@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/errcode"
@@ -99,7 +99,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) o
 	tb.Helper()
 	prefix := stacktest.OwnPrefix(tb)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
 			TTLSweepInterval: -1,
 			Limits:           ddbfront.Limits{Off: limitsOff},

@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/invoke"
 	"github.com/shopstream/shopstream/infra/local/samples"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -28,7 +28,7 @@ import (
 func TestMakeSamplesPutsAndTakesAway(t *testing.T) {
 	ctx := context.Background()
 	sys, err := system.Start(ctx, system.Config{
-		Stack:       stack.Config{DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1},
+		Stack:       endpoints.Config{DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1},
 		TablePrefix: samples.TablePrefix,
 		NoMappings:  true,
 	})

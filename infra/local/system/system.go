@@ -18,9 +18,9 @@ import (
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/esm"
 	"github.com/shopstream/shopstream/infra/local/lambdart"
-	"github.com/shopstream/shopstream/infra/local/stack"
 	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/migrations"
 	"github.com/shopstream/shopstream/shared/productsearch"
@@ -31,7 +31,7 @@ import (
 
 // Config configures the system. Zero values suit tests: free ports, in memory.
 type Config struct {
-	Stack stack.Config
+	Stack endpoints.Config
 	// APIAddr is the API's listen address; "" means a free 127.0.0.1 port.
 	APIAddr string
 	// TablePrefix prefixes every physical table name.
@@ -89,7 +89,7 @@ type Canary struct {
 
 // System is the running product.
 type System struct {
-	*stack.Stack
+	*endpoints.Stack
 	APIURL string
 	// Poller runs the event-source mappings (nil with NoMappings).
 	Poller *esm.Poller
@@ -131,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 		cfg.FailureBucket = DefaultFailureBucket
 	}
 	cfg.Stack.Buckets = append(cfg.Stack.Buckets, env["ARCHIVE_BUCKET"], cfg.FailureBucket)
-	st, err := stack.Start(ctx, cfg.Stack)
+	st, err := endpoints.Start(ctx, cfg.Stack)
 	if err != nil {
 		return nil, err
 	}

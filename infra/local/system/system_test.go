@@ -21,7 +21,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 )
@@ -31,7 +31,7 @@ func start(t *testing.T, env map[string]string, sweep time.Duration) *system.Sys
 	t.Helper()
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: sweep,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },
@@ -314,7 +314,7 @@ func TestClosedOrdersAndExpiredCartsReachTheArchive(t *testing.T) {
 // product's counters through stream, counters and API (p50 and p99).
 func BenchmarkWriteToVisible(b *testing.B) {
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack:        stack.Config{DynamoDBUpstream: stacktest.Stack(b).Upstream(), TTLSweepInterval: -1},
+		Stack:        endpoints.Config{DynamoDBUpstream: stacktest.Stack(b).Upstream(), TTLSweepInterval: -1},
 		TablePrefix:  stacktest.OwnPrefix(b),
 		PollInterval: 50 * time.Millisecond,
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/shared/clock"
@@ -42,7 +42,7 @@ func BenchmarkAudit(b *testing.B) {
 		scale = n
 	}
 	nUsers, nProducts, nOrders, nReviews, archived := 1000*scale, 500*scale, 10000*scale, 10000*scale, 1000*scale
-	st := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1, Buckets: []string{"bench-archive"}})
+	st := stacktest.Dedicated(b, endpoints.Config{TTLSweepInterval: -1, Buckets: []string{"bench-archive"}})
 	ctx := context.Background()
 	db := st.DynamoDB()
 	prefix := stacktest.OwnPrefix(b)

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
@@ -86,7 +86,7 @@ func newFixtureLimits(t *testing.T, retention time.Duration, keep func(wiring.Ma
 	}
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: 500 * time.Millisecond,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },

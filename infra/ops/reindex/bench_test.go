@@ -9,7 +9,7 @@ import (
 
 	"github.com/opensearch-project/opensearch-go/v4"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/ops/reindex"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -18,7 +18,7 @@ import (
 // BenchmarkReindex rebuilds a dropped index of 10,000 products.
 func BenchmarkReindex(b *testing.B) {
 	const n = 10000
-	st := stacktest.Dedicated(b, stack.Config{TTLSweepInterval: -1})
+	st := stacktest.Dedicated(b, endpoints.Config{TTLSweepInterval: -1})
 	ctx := context.Background()
 	db := st.DynamoDB()
 	prefix := stacktest.OwnPrefix(b)

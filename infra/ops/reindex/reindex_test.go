@@ -22,7 +22,7 @@ import (
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/reindex"
@@ -57,7 +57,7 @@ func newFixtureWith(t *testing.T, limits ddbfront.Limits) *fixture {
 	t.Helper()
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
-		Stack: stack.Config{
+		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(t).Upstream(),
 			TTLSweepInterval: -1,
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },

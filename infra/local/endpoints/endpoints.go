@@ -1,9 +1,9 @@
-// Package stack runs the local AWS endpoints of shopstream on one machine:
+// Package endpoints runs the local AWS endpoints of shopstream on one machine:
 // DynamoDB and DynamoDB Streams (AWS's DynamoDB Local behind the stack's own
 // front, which adds TTL expiry and fault injection), S3 and the OpenSearch
 // subset. Everything binds to 127.0.0.1; the code under test reaches it through
 // the real AWS SDK clients.
-package stack
+package endpoints
 
 import (
 	"context"

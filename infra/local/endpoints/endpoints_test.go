@@ -1,4 +1,4 @@
-package stack_test
+package endpoints_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -75,7 +75,7 @@ func TestEndpointsBindLoopbackAndAnswer(t *testing.T) {
 func BenchmarkStart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		st, err := stack.Start(context.Background(), stack.Config{})
+		st, err := endpoints.Start(context.Background(), endpoints.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

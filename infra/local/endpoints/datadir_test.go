@@ -1,4 +1,4 @@
-package stack_test
+package endpoints_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shopstream/shopstream/infra/local/stack"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
@@ -41,8 +41,8 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // starts on it again.
 func TestOneStackPerDataDir(t *testing.T) {
 	dir := t.TempDir()
-	cfg := stack.Config{DataDir: dir, DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1}
-	first, err := stack.Start(context.Background(), cfg)
+	cfg := endpoints.Config{DataDir: dir, DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1}
+	first, err := endpoints.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +52,12 @@ func TestOneStackPerDataDir(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // a write by the second stack would show in a modification time
 
-	second, err := stack.Start(context.Background(), cfg)
+	second, err := endpoints.Start(context.Background(), cfg)
 	if err == nil {
 		second.Close()
 		t.Fatal("a second stack started on the same DATA_DIR")
 	}
-	if !errors.Is(err, stack.ErrDataDirInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+	if !errors.Is(err, endpoints.ErrDataDirInUse) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
 		t.Errorf("got %v, want ErrDataDirInUse naming the holder's pid %d", err, os.Getpid())
 	}
 	after := snapshot(t, dir)
@@ -75,7 +75,7 @@ func TestOneStackPerDataDir(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := stack.Start(context.Background(), cfg)
+	again, err := endpoints.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start after the first stopped: %v", err)
 	}
