@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/capacity"
 	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/shared/cursor"
-	"github.com/shopstream/shopstream/shared/store"
 )
 
 // Seed 003's on-demand prices and month.

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/errcode"
-	"github.com/shopstream/shopstream/shared/store"
 )
 
 // decode reads the JSON body into v: one JSON object, no unknown fields, no

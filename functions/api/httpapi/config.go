@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/productsearch"
-	"github.com/shopstream/shopstream/shared/store"
 )
 
 // DevCursorSecret is the cursor key of the local stack; deployed stages set

@@ -3,9 +3,9 @@ package httpapi_test
 import (
 	"testing"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
-	"github.com/shopstream/shopstream/shared/store"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 

@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/errcode"
-	"github.com/shopstream/shopstream/shared/store"
 )
 
 // MaxBodyBytes is the largest request body accepted; larger ones get 413.

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/shopstream/shopstream/shared/store"
+	"github.com/shopstream/shopstream/functions/api/store"
 )
 
 // Namespace is the CloudWatch namespace of the API's metrics.

@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/orders"
-	"github.com/shopstream/shopstream/shared/store"
 )
 
 // MaxIdempotencyKeyLen bounds an Idempotency-Key.

@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/orders"
 	catalog "github.com/shopstream/shopstream/shared/products"
-	"github.com/shopstream/shopstream/shared/store"
 	accounts "github.com/shopstream/shopstream/shared/users"
 )
 
