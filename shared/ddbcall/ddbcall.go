@@ -48,6 +48,11 @@ func (b Backoff) Wait(ctx context.Context, attempt int) error {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d+b.Margin {
 		return ErrDeadline
 	}
+	return Sleep(ctx, d)
+}
+
+// Sleep waits d, or until ctx ends (its error).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

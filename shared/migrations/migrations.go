@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/shared/ddbcall"
 	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/shapes"
 	"github.com/shopstream/shopstream/shared/stock"
@@ -152,7 +152,7 @@ type Config struct {
 	Planned func(migration, change string) // called from several goroutines at once
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Sleep waits (default a timer honouring ctx); tests hold it still.
+	// Sleep waits out the rate cap (default ddbcall.Sleep); tests hold it still.
 	Sleep func(context.Context, time.Duration) error
 }
 
@@ -248,7 +248,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep = ddbcall.Sleep
 	}
 	if cfg.Progress == nil {
 		cfg.Progress = func(Progress) {}
@@ -257,17 +257,6 @@ func withDefaults(cfg Config) Config {
 		cfg.Planned = func(string, string) {}
 	}
 	return cfg
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (c Config) name(logical string) (string, error) {
@@ -437,18 +426,15 @@ func scanPage(ctx context.Context, cfg Config, in *dynamodb.ScanInput) (*dynamod
 		if !retryable(err) || attempt >= cfg.MaxAttempts {
 			return nil, fmt.Errorf("scan %s: %w", aws.ToString(in.TableName), err)
 		}
-		if err := cfg.Sleep(ctx, backoff(attempt)); err != nil {
+		if err := retries.Wait(ctx, attempt); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// backoff is the wait before try attempt+1: 25 ms doubling to 1.6 s,
-// jittered over its upper half.
-func backoff(attempt int) time.Duration {
-	d := time.Duration(25<<min(attempt-1, 6)) * time.Millisecond
-	return d/2 + rand.N(d/2+1)
-}
+// retries is the wait before the next try of a throttled scan or a
+// cancelled change: 25 ms doubling to 1.6 s, jittered (ddbcall's policy).
+var retries = ddbcall.Backoff{Base: 12500 * time.Microsecond, Cap: 1600 * time.Millisecond}
 
 // changePage changes the items of one page, Workers at a time (each item's
 // transaction is independent), and counts those changed and those left.
@@ -523,7 +509,7 @@ func change(ctx context.Context, cfg Config, m Migration, table string, item map
 			continue
 		}
 		// Contention or throttling.
-		if err := cfg.Sleep(ctx, backoff(attempt)); err != nil {
+		if err := retries.Wait(ctx, attempt); err != nil {
 			return false, err
 		}
 	}

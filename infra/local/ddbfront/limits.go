@@ -501,20 +501,8 @@ func (l *limiter) refOf(ctx context.Context, kind string, a rawAction) (ref, err
 	if err != nil {
 		return ref{}, err
 	}
-	r.key = map[string]types.AttributeValue{}
-	for _, k := range []*tables.Key{&t.PartitionKey, t.SortKey} {
-		if k == nil {
-			continue
-		}
-		v, ok := img[k.Name]
-		if !ok {
-			return ref{}, fmt.Errorf("no %s in the key", k.Name)
-		}
-		r.key[k.Name] = v
-	}
-	r.id = a.TableName + "\x00" + valueText(r.key[t.PartitionKey.Name])
-	if t.SortKey != nil {
-		r.id += "\x00" + valueText(r.key[t.SortKey.Name])
+	if r.key, r.id, err = itemKey(t, a.TableName, img, "key"); err != nil {
+		return ref{}, err
 	}
 	if kind == "Update" {
 		values, err := ddbstream.Image(a.ExpressionAttributeValues)
@@ -524,6 +512,28 @@ func (l *limiter) refOf(ctx context.Context, kind string, a rawAction) (ref, err
 		r.actionsErr = err
 	}
 	return r, nil
+}
+
+// itemKey is the key of table t's item in img, and its id in the limiter
+// (table, partition key value and sort key value); what names the key is
+// for the error.
+func itemKey(t tables.Table, table string, img map[string]types.AttributeValue, what string) (map[string]types.AttributeValue, string, error) {
+	key := map[string]types.AttributeValue{}
+	for _, k := range []*tables.Key{&t.PartitionKey, t.SortKey} {
+		if k == nil {
+			continue
+		}
+		v, ok := img[k.Name]
+		if !ok {
+			return nil, "", fmt.Errorf("no %s in the %s", k.Name, what)
+		}
+		key[k.Name] = v
+	}
+	id := table + "\x00" + valueText(key[t.PartitionKey.Name])
+	if t.SortKey != nil {
+		id += "\x00" + valueText(key[t.SortKey.Name])
+	}
+	return key, id, nil
 }
 
 // refOfStatement names the item a PartiQL INSERT, UPDATE or DELETE
@@ -545,20 +555,8 @@ func (l *limiter) refOfStatement(ctx context.Context, st *statement) (ref, error
 	default:
 		return ref{}, fmt.Errorf("%s names no item to write", st.kind)
 	}
-	r.key = map[string]types.AttributeValue{}
-	for _, k := range []*tables.Key{&t.PartitionKey, t.SortKey} {
-		if k == nil {
-			continue
-		}
-		v, ok := src[k.Name]
-		if !ok {
-			return ref{}, fmt.Errorf("no %s in the statement's key", k.Name)
-		}
-		r.key[k.Name] = v
-	}
-	r.id = st.table + "\x00" + valueText(r.key[t.PartitionKey.Name])
-	if t.SortKey != nil {
-		r.id += "\x00" + valueText(r.key[t.SortKey.Name])
+	if r.key, r.id, err = itemKey(t, st.table, src, "statement's key"); err != nil {
+		return ref{}, err
 	}
 	return r, nil
 }

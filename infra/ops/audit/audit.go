@@ -291,21 +291,6 @@ func sortedItems[V any](m map[Item]V) []Item {
 	return out
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // errNotNumber is returned for a counter attribute that is not an integer.
 var errNotNumber = errors.New("not an integer")
 

@@ -405,7 +405,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 			}
 		}
 		if len(mv) > 0 {
-			if err := sleep(ctx, min(200*time.Millisecond, time.Until(deadline))); err != nil {
+			if err := ddbcall.Sleep(ctx, min(200*time.Millisecond, time.Until(deadline))); err != nil {
 				return rep, err
 			}
 		}
@@ -420,7 +420,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	missing = a.stillMissing(ctx, missing, m)
 	if len(missing) > 0 && a.cfg.Settle > 0 {
 		a.cfg.Progress.Note("%d facts without a marker; settling %s for their records", len(missing), a.cfg.Settle)
-		if err := sleep(ctx, a.cfg.Settle); err != nil {
+		if err := ddbcall.Sleep(ctx, a.cfg.Settle); err != nil {
 			return rep, err
 		}
 		keys := make([]string, len(missing))

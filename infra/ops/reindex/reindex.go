@@ -229,7 +229,7 @@ func (r *run) bulk(ctx context.Context, ids []string, actions [][]byte) (map[str
 			if attempt >= maxAttempts {
 				return nil, fmt.Errorf("bulk: %w", err)
 			}
-			if err := sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
+			if err := ddbcall.Sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
 				return nil, err
 			}
 			continue
@@ -247,7 +247,7 @@ func (r *run) bulk(ctx context.Context, ids []string, actions [][]byte) (map[str
 		}
 		pending = again
 		if len(pending) > 0 {
-			if err := sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
+			if err := ddbcall.Sleep(ctx, time.Duration(attempt)*200*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}
@@ -432,15 +432,4 @@ func (r *run) existing(ctx context.Context, ids []string) (map[string]bool, erro
 		return nil, fmt.Errorf("read products: %w", err)
 	}
 	return out, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
