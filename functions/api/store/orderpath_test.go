@@ -189,3 +189,43 @@ func TestStockIsReadAsOfOneInstant(t *testing.T) {
 		t.Fatalf("stock: got %d, want 5 (the product never held more)", got.Stock)
 	}
 }
+
+// throttled cancels every transaction as DynamoDB does a write to a
+// partition past its throughput: each action's reason ThrottlingError.
+type throttled struct{ store.DB }
+
+func (throttled) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	for i := range reasons {
+		reasons[i] = types.CancellationReason{Code: aws.String("ThrottlingError"), Message: aws.String("Throughput exceeds the current capacity for one or more global secondary indexes.")}
+	}
+	return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+}
+
+// TestThrottledSoldOutOrderIsAConflict: a sold-out product's bucket stays
+// throttled by its buyers' refused writes, so an order can run out of
+// retries without its condition ever being evaluated. The answer is 409
+// naming the product when a consistent read finds it short (it was a 503),
+// and still 503 when the product holds the quantity.
+func TestThrottledSoldOutOrderIsAConflict(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	st := store.New(throttled{s.db}, store.Config{Tables: store.TablesWithPrefix(s.prefix), MaxAttempts: 3})
+	for _, tc := range []struct {
+		stock int64
+		want  errcode.Code
+	}{{1, errcode.Conflict}, {5, errcode.Unavailable}} {
+		p, err := s.st.CreateProduct(ctx, products.New{Name: "Drop", Category: "drops", PriceCents: ptr[int64](100), Stock: ptr(tc.stock), StockBuckets: ptr(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 2}}}, nil, nil)
+		var e *errcode.Error
+		if !errors.As(err, &e) || e.Code != tc.want {
+			t.Fatalf("stock %d: got %v, want code %v", tc.stock, err, tc.want)
+		}
+		if tc.want == errcode.Conflict && (len(e.Products) != 1 || e.Products[0] != p.ProductID) {
+			t.Errorf("stock %d: got products %v, want [%s]", tc.stock, e.Products, p.ProductID)
+		}
+	}
+}

@@ -65,6 +65,10 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 	// was found stale.
 	wide := map[string]bool{}
 	consistent := false
+	// The last round's lines and products, for the answer when the
+	// retries run out.
+	var lastItems []orders.Item
+	var lastProducts map[string]products.Product
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		items := req.Items
 		var cart carts.Cart
@@ -93,6 +97,7 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order: %w", err)
 		}
+		lastItems, lastProducts = merged, ps
 		var gone, short []string
 		planned := map[string]int{}
 		for _, it := range merged {
@@ -259,10 +264,43 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 			return orders.Order{}, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
 		}
 		if err := s.backoff(ctx, attempt); err != nil {
-			return orders.Order{}, err
+			return orders.Order{}, s.refusal(ctx, lastItems, lastProducts, err)
 		}
 	}
-	return orders.Order{}, contention("place order")
+	return orders.Order{}, s.refusal(ctx, lastItems, lastProducts, contention("place order"))
+}
+
+// refusal answers an order whose retries ran out with busy, unless a
+// consistent read of all the buckets of its products finds some short of
+// the quantity: then it is a Conflict naming them. A sold-out product's
+// bucket stays throttled by its buyers' refused writes (a condition that
+// fails still consumes write units), so its last buyers run out of retries
+// where a read, which costs no write units, answers 409.
+func (s *Store) refusal(ctx context.Context, items []orders.Item, ps map[string]products.Product, busy error) error {
+	if len(items) == 0 || ctx.Err() != nil {
+		return busy
+	}
+	counts := make(map[string]int, len(items))
+	for _, it := range items {
+		if p, ok := ps[it.ProductID]; ok {
+			counts[it.ProductID] = bucketsOf(p)
+		}
+	}
+	units, err := s.readBuckets(ctx, counts, true)
+	if err != nil {
+		return busy
+	}
+	var short []string
+	for _, it := range items {
+		p, ok := ps[it.ProductID]
+		if ok && stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity) {
+			short = append(short, it.ProductID)
+		}
+	}
+	if len(short) == 0 {
+		return busy
+	}
+	return shortage(nil, short)
 }
 
 // maxTransactItems is the most actions one TransactWriteItems holds.

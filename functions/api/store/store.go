@@ -95,9 +95,8 @@ type Config struct {
 	// NewID returns a fresh ULID (default a monotonic generator on Now).
 	NewID func() string
 	// MaxAttempts bounds retries of a transaction cancelled by contention
-	// (default 30: with backoff up to 500 ms, about 7 s of a flash sale's
-	// turns; a request stops a second before its context's deadline, the
-	// API function's timeout).
+	// (default 100; the request's deadline, the API function's timeout,
+	// usually ends them first: a request stops a second before it).
 	MaxAttempts int
 }
 
@@ -129,7 +128,7 @@ func New(db DB, cfg Config) *Store {
 		cfg.NewID = ulid.New(cfg.Now).Make
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 30
+		cfg.MaxAttempts = 100
 	}
 	s := &Store{
 		cfg: cfg,
@@ -154,11 +153,17 @@ func (s *Store) backoff(ctx context.Context, attempt int) error {
 	return s.retryErr("", s.retries(0).Wait(ctx, attempt))
 }
 
-// retries is the store's backoff policy (ddbcall.Backoff): 20 ms doubling
-// to 500 ms, full jitter, no wait that would end within a second of the
+// retries is the store's backoff policy (ddbcall.Backoff): 10 ms doubling
+// to 150 ms, full jitter, no wait that would end within a second of the
 // request's deadline; maxAttempts bounds the tries (0: the caller does).
+//
+// The ceiling is low for fairness: with full jitter, a request that has
+// waited long retries less often than one that has just started, and under
+// a flash sale's throttling a ceiling of 500 ms left 1 to 2 of 336 buyers
+// of a sold-out drill without a turn until their deadline (503); at 150 ms,
+// none (BenchmarkSoldOut, docs/data-model.md).
 func (s *Store) retries(maxAttempts int) ddbcall.Backoff {
-	return ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: 500 * time.Millisecond, Margin: time.Second, MaxAttempts: maxAttempts, Rand: s.randN}
+	return ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: 150 * time.Millisecond, Margin: time.Second, MaxAttempts: maxAttempts, Rand: s.randN}
 }
 
 func (s *Store) randN(n int64) int64 {

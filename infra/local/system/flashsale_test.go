@@ -231,10 +231,32 @@ func (c client) raw(tb testing.TB, method, path, sub string, body any, out any) 
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 500 {
+		tb.Logf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
 	if out != nil && resp.StatusCode < 300 {
 		if err := json.Unmarshal(raw, out); err != nil {
 			tb.Errorf("%s %s: decode %q: %v", method, path, raw, err)
 		}
 	}
 	return resp.StatusCode
+}
+
+// BenchmarkSoldOut is the sold-out drill at scale: one product, 300 units
+// in one bucket, 24 buyers placing 14 one-unit orders each (336 orders for
+// 300 units) at PARTITION_WCU=50. It reports the 409s and the 503s: every
+// refused buyer should get 409, none 503.
+//
+//	go test -run '^$' -bench SoldOut -benchtime 1x ./infra/local/system
+func BenchmarkSoldOut(b *testing.B) {
+	for range b.N {
+		sys := startSale(b, 50)
+		s := runSale(b, sys, 1, 300, 24, 14)
+		slices.Sort(s.latency)
+		b.ReportMetric(float64(s.units), "sold")
+		b.ReportMetric(float64(s.statuses[409]), "409s")
+		b.ReportMetric(float64(s.statuses[503]), "503s")
+		b.ReportMetric(float64(s.latency[len(s.latency)*99/100].Milliseconds()), "p99-ms")
+		b.Logf("statuses %v in %v", s.statuses, s.elapsed.Round(time.Millisecond))
+	}
 }
