@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,10 +112,14 @@ type proc struct {
 	ddbURL string
 	s3URL  string
 	apiURL string
+	// gets and getReadMilliUnits count the API's GET /products/{productId}
+	// requests and the read units they consumed (thousandths), from its
+	// request log lines.
+	gets, getReadMilliUnits atomic.Int64
 }
 
 // startBinary runs the built stack and waits for its "ready" log line.
-func startBinary(t *testing.T, bin string, env []string) *proc {
+func startBinary(t testing.TB, bin string, env []string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), env...)
@@ -138,10 +143,12 @@ func startBinary(t *testing.T, bin string, env []string) *proc {
 		sent := false
 		for sc.Scan() {
 			var line struct {
-				Msg              string `json:"msg"`
-				Service          string `json:"service"`
-				URL              string `json:"url"`
-				DynamoDBLocalPid int    `json:"dynamodbLocalPid"`
+				Msg              string  `json:"msg"`
+				Service          string  `json:"service"`
+				URL              string  `json:"url"`
+				DynamoDBLocalPid int     `json:"dynamodbLocalPid"`
+				Route            string  `json:"route"`
+				ReadUnits        float64 `json:"readUnits"`
 			}
 			if json.Unmarshal(sc.Bytes(), &line) != nil {
 				continue
@@ -153,6 +160,9 @@ func startBinary(t *testing.T, bin string, env []string) *proc {
 				p.s3URL = line.URL
 			case line.Msg == "endpoint" && line.Service == "api":
 				p.apiURL = line.URL
+			case line.Msg == "request" && line.Route == "GET /products/{productId}":
+				p.gets.Add(1)
+				p.getReadMilliUnits.Add(int64(line.ReadUnits * 1000))
 			case line.Msg == "ready" && !sent:
 				ready <- nil
 				sent = true

@@ -33,7 +33,7 @@ import (
 
 // buildRelease builds pkg of an earlier release from the repository's
 // history (a missing commit fails the test: CI fetches the whole history).
-func buildRelease(t *testing.T, r releases.Release, pkg string, tags ...string) string {
+func buildRelease(t testing.TB, r releases.Release, pkg string, tags ...string) string {
 	t.Helper()
 	wd, err := os.Getwd()
 	if err != nil {

@@ -89,26 +89,75 @@ func (s *Store) transact(ctx context.Context, op string, actions []types.Transac
 // GetProduct returns product id with the total of its stock buckets.
 // Codes: NotFound.
 func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, error) {
-	p, err := s.getProduct(ctx, id, false)
-	if err != nil {
-		return products.Product{}, err
+	// One round trip for a product of one bucket, the most common: its
+	// catalog item and bucket 0 in one BatchGetItem, each read eventually
+	// consistent, as a GetItem of a product that held its own stock was.
+	var catalog, first map[string]types.AttributeValue
+	req := map[string]types.KeysAndAttributes{
+		s.t.Products:     {Keys: []map[string]types.AttributeValue{productKey(id)}},
+		s.t.ProductStock: {Keys: []map[string]types.AttributeValue{bucketKey(id, 0)}},
 	}
-	if n := bucketsOf(p); n > 1 {
-		// Several buckets: read as of one instant, so the total is one the
-		// product held (a unit is never shown twice).
-		bs, err := s.readBucketsAtOnce(ctx, id, n)
+	err := s.batchGet(ctx, "get product "+id, req, func(table string, it map[string]types.AttributeValue) error {
+		if table == s.t.Products {
+			catalog = it
+		} else {
+			first = it
+		}
+		return nil
+	})
+	if err != nil {
+		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+	}
+	if catalog == nil {
+		return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
+	}
+	p, err := decodeProduct(catalog)
+	if err != nil {
+		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+	}
+	n := bucketsOf(p)
+	moving := p.CatalogStock != nil && first != nil
+	if n == 1 && !moving {
+		var b bucket
+		if first != nil {
+			if err := attributevalue.UnmarshalMap(first, &b); err != nil {
+				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+			}
+		}
+		p.Stock = b.Units + catalogStock(p)
+		p.Version += b.Version
+		return p, nil
+	}
+	// Several buckets, or a catalog item's stock being moved into its
+	// bucket: read as of one instant, the catalog item with the buckets
+	// when it may hold stock, so the total is one the product held (a unit
+	// is never shown twice).
+	if moving {
+		catalog, bs, err := s.readAtOnce(ctx, id, n, true)
 		if err != nil {
 			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+		}
+		if catalog == nil {
+			return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
+		}
+		if p, err = decodeProduct(catalog); err != nil {
+			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+		}
+		if bucketsOf(p) != n {
+			// Respread since the first read: read its buckets afresh.
+			return s.GetProduct(ctx, id)
 		}
 		p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
 		p.Version += versions(bs)
 		return p, nil
 	}
-	ps := []products.Product{p}
-	if err := s.withStock(ctx, ps, false); err != nil {
+	_, bs, err := s.readAtOnce(ctx, id, n, false)
+	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 	}
-	return ps[0], nil
+	p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
+	p.Version += versions(bs)
+	return p, nil
 }
 
 // getProduct reads the catalog item of product id (its Stock left 0).

@@ -85,40 +85,49 @@ func (s *Store) readBuckets(ctx context.Context, counts map[string]int, consiste
 	return out, nil
 }
 
-// readBucketsAtOnce reads the buckets of product id as of one instant:
-// TransactGetItems is serializable against transactions, where a
-// BatchGetItem's reads of different items are each read-committed and may
-// straddle a respread or a sale and a restock, and so count a unit twice
-// (buckets [5,0] respread to [3,2] read as 5+2). A missing bucket reads as
-// empty. Cancelled by a transaction in progress on a bucket, it backs off
-// and reads again.
-func (s *Store) readBucketsAtOnce(ctx context.Context, id string, n int) ([]bucket, error) {
-	gets := make([]types.TransactGetItem, n)
-	for i := range gets {
-		gets[i] = types.TransactGetItem{Get: &types.Get{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, i)}}
+// readAtOnce reads the buckets of product id as of one instant, and its
+// catalog item with them when withCatalog: TransactGetItems is serializable
+// against transactions, where a BatchGetItem's reads of different items are
+// each read-committed and may straddle a respread, a sale and a restock, or
+// the move of a catalog item's stock into its bucket, and so count a unit
+// twice (buckets [5,0] respread to [3,2] read as 5+2). A missing bucket
+// reads as empty; a missing catalog item as nil. Cancelled by a transaction
+// in progress on one of them, it backs off and reads again.
+func (s *Store) readAtOnce(ctx context.Context, id string, n int, withCatalog bool) (map[string]types.AttributeValue, []bucket, error) {
+	var gets []types.TransactGetItem
+	if withCatalog {
+		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: aws.String(s.t.Products), Key: productKey(id)}})
+	}
+	first := len(gets)
+	for i := range n {
+		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, i)}})
 	}
 	for attempt := 1; ; attempt++ {
 		out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
 		if err == nil {
+			var catalog map[string]types.AttributeValue
+			if withCatalog {
+				catalog = out.Responses[0].Item
+			}
 			bs := make([]bucket, n)
-			for i, r := range out.Responses {
+			for i, r := range out.Responses[first:] {
 				if r.Item == nil {
 					continue
 				}
 				if err := attributevalue.UnmarshalMap(r.Item, &bs[i]); err != nil {
-					return nil, fmt.Errorf("read stock of %s: %w", id, err)
+					return nil, nil, fmt.Errorf("read stock of %s: %w", id, err)
 				}
 			}
-			return bs, nil
+			return catalog, bs, nil
 		}
 		if c, ok := cancelled(err); !ok || !c.retryable() {
-			return nil, fmt.Errorf("read stock of %s: %w", id, classify(err))
+			return nil, nil, fmt.Errorf("read stock of %s: %w", id, classify(err))
 		}
 		if attempt >= s.cfg.MaxAttempts {
-			return nil, contention("read stock")
+			return nil, nil, contention("read stock")
 		}
 		if err := s.backoff(ctx, attempt); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
