@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,14 +93,39 @@ type orderLoad struct {
 	calls                   []int64
 	elapsed                 time.Duration
 	conflicts               map[string]int
+	// allConflicts are every conflict the front answered (the API's and
+	// the stream processors'); gaveUp counts the processors' log lines of
+	// batches that gave up on contention ("still contended").
+	allConflicts, gaveUp int64
 }
+
+// gaveUpCounter is a slog handler that counts the records whose message
+// or error says a write was still contended when it gave up.
+type gaveUpCounter struct{ n *atomic.Int64 }
+
+func (g gaveUpCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (g gaveUpCounter) Handle(_ context.Context, r slog.Record) error {
+	hit := strings.Contains(r.Message, "still contended")
+	r.Attrs(func(a slog.Attr) bool {
+		hit = hit || strings.Contains(a.Value.String(), "still contended")
+		return !hit
+	})
+	if hit {
+		g.n.Add(1)
+	}
+	return nil
+}
+func (g gaveUpCounter) WithAttrs([]slog.Attr) slog.Handler { return g }
+func (g gaveUpCounter) WithGroup(string) slog.Handler      { return g }
 
 // runOrderLoad places orders of 1 to 3 units of one of ten products (stock
 // ample) from clients buyers for d, through the store as the API calls it,
 // while the system's stream processors count them.
-func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) orderLoad {
+func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Duration) orderLoad {
 	tb.Helper()
 	prefix := stacktest.OwnPrefix(tb)
+	var gaveUpN atomic.Int64
+	gaveUp := gaveUpCounter{n: &gaveUpN}
 	sys, err := system.Start(context.Background(), system.Config{
 		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
@@ -105,7 +133,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) o
 			Limits:           ddbfront.Limits{Off: limitsOff},
 		},
 		TablePrefix: prefix,
-		Logger:      testLogger(),
+		Logger:      slog.New(gaveUp),
 	})
 	if err != nil {
 		tb.Fatalf("start system: %v", err)
@@ -116,7 +144,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) o
 	ctx := context.Background()
 	var ids []string
 	for i := range 10 {
-		p, err := st.CreateProduct(ctx, products.New{Name: fmt.Sprintf("Item %d", i), Category: "load", PriceCents: ptr[int64](100), Stock: ptr[int64](1_000_000)})
+		p, err := st.CreateProduct(ctx, products.New{Name: fmt.Sprintf("Item %d", i), Category: "load", PriceCents: ptr[int64](100), Stock: ptr[int64](1_000_000), StockBuckets: ptr(buckets)})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -131,6 +159,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) o
 	var mu sync.Mutex
 	var out orderLoad
 	var wg sync.WaitGroup
+	before := sys.Front.LimitStats()
 	start := time.Now()
 	stop := start.Add(d)
 	for i := range clients {
@@ -161,26 +190,38 @@ func runOrderLoad(tb testing.TB, limitsOff bool, clients int, d time.Duration) o
 	wg.Wait()
 	out.elapsed = time.Since(start)
 	out.conflicts = cc.conflicts
+	// The processors follow for a while after the load.
+	time.Sleep(3 * time.Second)
+	out.allConflicts = sys.Front.LimitStats().Conflicts - before.Conflicts
+	out.gaveUp = gaveUpN.Load()
 	slices.Sort(out.latency)
 	slices.Sort(out.calls)
 	return out
 }
 
 // BenchmarkOrderLoad measures the order path under AWS's limits and without
-// them, in one run on one machine: 24 clients over 10 products for 10 s
-// (ORDER_LOAD_SECONDS), with the counters, the indexer and the archiver
-// following the streams. It reports orders/s, p50/p99 latency, DynamoDB
-// calls per order (p50, p99, max) and the transaction conflicts by table.
+// them, in one run on one machine: 24 clients over 10 products of one stock
+// bucket for 10 s (ORDER_LOAD_SECONDS), with the counters, the indexer and
+// the archiver following the streams; then under the limits again with the
+// products' stock over 4 buckets. It reports orders/s, p50/p99 latency,
+// DynamoDB calls per order (p50, p99, max), the orders' transaction
+// conflicts by table, the stream processors' conflicts, and the processors'
+// batches that gave up on contention.
 //
 //	go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
 func BenchmarkOrderLoad(b *testing.B) {
+	d := 10 * time.Second
+	if s, err := strconv.Atoi(os.Getenv("ORDER_LOAD_SECONDS")); err == nil && s > 0 {
+		d = time.Duration(s) * time.Second
+	}
 	for _, mode := range []struct {
-		name string
-		off  bool
-	}{{"limits=on", false}, {"limits=off", true}} {
+		name    string
+		off     bool
+		buckets int
+	}{{"limits=on", false, 1}, {"limits=off", true, 1}, {"limits=on/buckets=4", false, 4}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
-				l := runOrderLoad(b, mode.off, 24, 10*time.Second)
+				l := runOrderLoad(b, mode.off, mode.buckets, 24, d)
 				if len(l.latency) == 0 {
 					b.Fatalf("no order placed: %d refused, %d failed", l.refused, l.failed)
 				}
@@ -192,7 +233,13 @@ func BenchmarkOrderLoad(b *testing.B) {
 				b.ReportMetric(float64(l.calls[pct(99)]), "calls/order-p99")
 				b.ReportMetric(float64(l.calls[len(l.calls)-1]), "calls/order-max")
 				b.ReportMetric(float64(l.failed), "failed")
-				b.Logf("%s: %d placed, %d refused, %d failed in %s; conflicts by table %v", mode.name, l.placed, l.refused, l.failed, l.elapsed.Round(time.Millisecond), l.conflicts)
+				b.ReportMetric(float64(l.gaveUp), "processor-gave-up")
+				api := 0
+				for _, n := range l.conflicts {
+					api += n
+				}
+				b.Logf("%s: %d placed, %d refused, %d failed in %s; the orders' conflicts by table %v; the processors' conflicts %d; processor batches given up on contention %d",
+					mode.name, l.placed, l.refused, l.failed, l.elapsed.Round(time.Millisecond), l.conflicts, l.allConflicts-int64(api), l.gaveUp)
 			}
 		})
 	}
