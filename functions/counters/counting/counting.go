@@ -320,9 +320,12 @@ type applied struct {
 // batch on the same item, throttling) cancels; the facts then fail and their
 // records come again. A transaction holds its items for its two phases (AWS's
 // TransactionConflict), so concurrent batches on one popular item take
-// turns: 30 attempts with backoff up to 640 ms (about 10 s) outlast a score
-// of them. An invocation stops retrying a second before its deadline.
-const maxContended = 30
+// turns: 60 attempts with backoff up to 160 ms (about 5 s) outlast a score
+// of them. The ceiling is low for fairness: with full jitter a group that has
+// waited long retries less often than a newer one, and at 640 ms one batch in
+// a 24-client order load (BenchmarkOrderLoad) ran out of its 30 attempts.
+// An invocation stops retrying a second before its deadline.
+const maxContended = 60
 
 // apply adds the group's facts to their counter items in one transaction,
 // with one conditional marker per fact. A marker that already exists means
@@ -401,7 +404,7 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 		case contended >= maxContended || nearDeadline(ctx):
 			return res, fmt.Errorf("counters of %d facts: still contended after %d attempts: %w", len(g), contended+1, err)
 		default:
-			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 6)))) + time.Millisecond
+			d := time.Duration(rand.Int64N(int64(10*time.Millisecond<<min(contended, 4)))) + time.Millisecond
 			contended++
 			select {
 			case <-ctx.Done():
