@@ -24,6 +24,7 @@ import (
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/cursor"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/stagedsecret"
 )
@@ -34,10 +35,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// envCursorSecretARN names the Secrets Manager secret holding the cursor key
-// on AWS; without it (the local stack) CURSOR_SECRET holds the key itself.
-const envCursorSecretARN = "CURSOR_SECRET_ARN"
 
 func run(ctx context.Context, getenv func(string) string) error {
 	awsCfg, err := config.LoadDefaultConfig(ctx,
@@ -93,7 +90,7 @@ type secretGetter interface {
 // are returned to be accepted too. Without CURSOR_SECRET_ARN, getenv is
 // returned as it is.
 func cursorSecret(ctx context.Context, getenv func(string) string, client func() secretGetter) (func(string) string, [][]byte, error) {
-	arn := getenv(envCursorSecretARN)
+	arn := getenv(envcontract.CursorSecretARN)
 	if arn == "" {
 		return getenv, nil, nil
 	}
@@ -103,7 +100,7 @@ func cursorSecret(ctx context.Context, getenv func(string) string, client func()
 	}
 	current := string(sec.Current)
 	return func(k string) string {
-		if k == "CURSOR_SECRET" {
+		if k == envcontract.CursorSecret {
 			return current
 		}
 		return getenv(k)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/shared/envcontract"
 )
 
 // versions is a fake of GetSecretValue holding one secret's staged values.
@@ -40,7 +41,7 @@ func TestCursorSecretFromSecretsManager(t *testing.T) {
 	cur, prev := strings.Repeat("c", 48), strings.Repeat("p", 48)
 	base := map[string]string{"USERS_TABLE": "u", "USER_EMAILS_TABLE": "e", "PRODUCTS_TABLE": "p", "PRODUCT_STOCK_TABLE": "ps", "REVIEWS_TABLE": "r", "CARTS_TABLE": "c", "ORDERS_TABLE": "o", "IDEMPOTENCY_KEYS_TABLE": "i"}
 
-	onAWS := map[string]string{envCursorSecretARN: arn}
+	onAWS := map[string]string{envcontract.CursorSecretARN: arn}
 	for k, v := range base {
 		onAWS[k] = v
 	}
@@ -75,7 +76,7 @@ func TestCursorSecretFromSecretsManager(t *testing.T) {
 		t.Errorf("got %v, %v, %q, want CURSOR_SECRET as it is", err, older, getenv("CURSOR_SECRET"))
 	}
 
-	if _, _, err := cursorSecret(context.Background(), env(map[string]string{envCursorSecretARN: arn}), func() secretGetter { return &versions{arn: "other"} }); err == nil {
+	if _, _, err := cursorSecret(context.Background(), env(map[string]string{envcontract.CursorSecretARN: arn}), func() secretGetter { return &versions{arn: "other"} }); err == nil {
 		t.Error("got no error for a secret without a current value")
 	}
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/shopstream/shopstream/functions/archiver/archiving"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 func main() {
@@ -26,11 +27,11 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	bucket := getenv("ARCHIVE_BUCKET")
+	bucket := getenv(envcontract.ArchiveBucket)
 	if bucket == "" {
-		return errors.New("config: ARCHIVE_BUCKET is not set")
+		return fmt.Errorf("config: %s is not set", envcontract.ArchiveBucket)
 	}
-	tbls, err := archiving.TablesFromEnv(getenv)
+	tbls, err := envcontract.Of(wiring.Archiver).ReadTables(getenv)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -39,14 +40,14 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return fmt.Errorf("aws config: %w", err)
 	}
 	// Path-style addressing when an endpoint is given (the local S3).
-	pathStyle := getenv("AWS_ENDPOINT_URL_S3") != "" || getenv("AWS_ENDPOINT_URL") != ""
-	logger := lambdacontext.NewLogger().With("function", "archiver")
+	pathStyle := getenv(envcontract.S3Endpoint) != "" || getenv(envcontract.Endpoint) != ""
+	logger := lambdacontext.NewLogger().With("function", wiring.Archiver)
 	h := archiving.New(archiving.Deps{
 		S3:       s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = pathStyle }),
 		Bucket:   bucket,
 		Tables:   tbls,
 		Logger:   logger,
-		Reporter: &batchmetrics.Reporter{Function: "archiver", Logger: logger, Metrics: os.Stdout},
+		Reporter: &batchmetrics.Reporter{Function: wiring.Archiver, Logger: logger, Metrics: os.Stdout},
 	})
 	lambda.StartHandlerFunc(h.Handle)
 	return nil

@@ -17,6 +17,8 @@ import (
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 func main() {
@@ -27,7 +29,7 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	t, err := counting.TablesFromEnv(getenv)
+	t, err := envcontract.Of(wiring.Counters).ReadTables(getenv)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -35,12 +37,12 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
-	logger := lambdacontext.NewLogger().With("function", "counters")
+	logger := lambdacontext.NewLogger().With("function", wiring.Counters)
 	h := counting.New(counting.Deps{
 		DB:       dynamodb.NewFromConfig(awsCfg),
 		Tables:   t,
 		Logger:   logger,
-		Reporter: &batchmetrics.Reporter{Function: "counters", Logger: logger, Metrics: os.Stdout},
+		Reporter: &batchmetrics.Reporter{Function: wiring.Counters, Logger: logger, Metrics: os.Stdout},
 	})
 	lambda.StartHandlerFunc(h.Handle)
 	return nil

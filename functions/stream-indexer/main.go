@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,7 +19,9 @@ import (
 
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/productsearch"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 func main() {
@@ -35,11 +36,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	logger := lambdacontext.NewLogger().With("function", "stream-indexer")
+	logger := lambdacontext.NewLogger().With("function", wiring.StreamIndexer)
 	h := indexing.New(indexing.Deps{
 		Search:   client,
 		Logger:   logger,
-		Reporter: &batchmetrics.Reporter{Function: "stream-indexer", Logger: logger, Metrics: os.Stdout},
+		Reporter: &batchmetrics.Reporter{Function: wiring.StreamIndexer, Logger: logger, Metrics: os.Stdout},
 	})
 	lambda.StartHandlerFunc(h.Handle)
 	return nil
@@ -49,11 +50,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 // OpenSearch Service: when SEARCH_SIGV4 says so, or, when it is unset, when the
 // endpoint is an AWS one. The local search service gets plain HTTP.
 func searchClient(ctx context.Context, getenv func(string) string) (*opensearchapi.Client, error) {
-	endpoint := getenv("SEARCH_URL")
+	endpoint := getenv(envcontract.SearchURL)
 	if endpoint == "" {
-		return nil, errors.New("config: SEARCH_URL is not set")
+		return nil, fmt.Errorf("config: %s is not set", envcontract.SearchURL)
 	}
-	sign, err := productsearch.Signed(endpoint, getenv("SEARCH_SIGV4"))
+	sign, err := productsearch.Signed(endpoint, getenv(envcontract.SearchSigV4))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/invoke"
 	"github.com/shopstream/shopstream/infra/local/releases"
 	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/shared/envcontract"
 )
 
 func main() {
@@ -95,23 +96,31 @@ type settings struct {
 	CanaryPercent int
 }
 
-// functionSettings are passed through to the functions as they are; each
-// function validates its own (durations are Go durations such as 168h).
-var functionSettings = []string{"CART_TTL", "ORDER_RETENTION", "CURSOR_SECRET", "ARCHIVE_BUCKET"}
+// functionSettings are passed through to the functions as they are: every
+// function's settings (shared/envcontract), the cursor key and the archive
+// bucket; each function validates its own (durations are Go durations such
+// as 168h).
+func functionSettings() []string {
+	out := []string{envcontract.CursorSecret, envcontract.ArchiveBucket}
+	for _, c := range envcontract.All() {
+		out = append(out, c.Settings...)
+	}
+	return out
+}
 
 func load(getenv func(string) string) (settings, error) {
 	s := settings{
 		DataDir:       getenv("DATA_DIR"),
-		ArchiveBucket: or(getenv("ARCHIVE_BUCKET"), "shopstream-archive"),
+		ArchiveBucket: or(getenv(envcontract.ArchiveBucket), envcontract.LocalArchiveBucket),
 		FailureBucket: or(getenv("FAILURE_BUCKET"), system.DefaultFailureBucket),
 		TablePrefix:   getenv("TABLE_PREFIX"),
 		JWTSecret:     or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret),
 		FunctionEnv:   map[string]string{},
 	}
-	for _, k := range functionSettings {
+	for _, k := range functionSettings() {
 		s.FunctionEnv[k] = getenv(k)
 	}
-	s.FunctionEnv["ARCHIVE_BUCKET"] = s.ArchiveBucket
+	s.FunctionEnv[envcontract.ArchiveBucket] = s.ArchiveBucket
 	ports := []struct {
 		env  string
 		def  int

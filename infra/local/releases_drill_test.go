@@ -27,6 +27,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/releases"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/migrations"
 	"github.com/shopstream/shopstream/shared/tables"
 )
@@ -325,21 +326,12 @@ func startCurrent(t *testing.T, dataDir string, canary *system.Canary) *system.S
 	return sys
 }
 
-func tableNames(prefix string) map[string]string {
-	names := map[string]string{}
-	for _, tb := range tables.All() {
-		names[tb.Name] = tables.Physical(prefix, tb.Name)
-	}
-	return names
-}
-
 // auditClean runs `make audit` on sys and fails on any drift.
 func auditClean(t *testing.T, sys *system.System) {
 	t.Helper()
-	n := tableNames("")
 	a := audit.New(audit.Config{
-		DB: sys.DynamoDB(), S3: sys.S3(), Bucket: system.DefaultArchiveBucket, FailureBucket: sys.FailureBucket, Settle: 3 * time.Second,
-		Tables: audit.Tables{Users: n[tables.Users], Products: n[tables.Products], Orders: n[tables.Orders], Reviews: n[tables.Reviews], Markers: n[tables.CounterEvents]},
+		DB: sys.DynamoDB(), S3: sys.S3(), Bucket: envcontract.LocalArchiveBucket, FailureBucket: sys.FailureBucket, Settle: 3 * time.Second,
+		Tables: tables.WithPrefix(""),
 	})
 	rep, err := a.Run(context.Background())
 	if err != nil {
@@ -394,7 +386,7 @@ func TestUpgradeFromEachRelease(t *testing.T) {
 			sameAsSeen(t, "before the migration", before, upgraded)
 
 			started := time.Now()
-			rep, err := migrations.Run(context.Background(), migrations.Config{DB: sys.DynamoDB(), Tables: tableNames("")})
+			rep, err := migrations.Run(context.Background(), migrations.Config{DB: sys.DynamoDB(), Tables: tables.WithPrefix("").Map()})
 			elapsed := time.Since(started)
 			if err != nil || rep.Left() != 0 {
 				t.Fatalf("migrate: %+v, %v", rep, err)
@@ -408,7 +400,7 @@ func TestUpgradeFromEachRelease(t *testing.T) {
 			}
 			m := rep.Migrations[0]
 			t.Logf("release %s → this: %d items scanned, %d migrated in %s (%.0f items/s)", r.Version, m.ThisRun, rep.Changed(), elapsed.Round(time.Millisecond), float64(m.ThisRun)/elapsed.Seconds())
-			again, err := migrations.Run(context.Background(), migrations.Config{DB: sys.DynamoDB(), Tables: tableNames("")})
+			again, err := migrations.Run(context.Background(), migrations.Config{DB: sys.DynamoDB(), Tables: tables.WithPrefix("").Map()})
 			if err != nil || again.Changed() != 0 || !again.Migrations[0].AlreadyDone {
 				t.Errorf("a second migrate: %+v, %v; want nothing done", again, err)
 			}

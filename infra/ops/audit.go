@@ -55,7 +55,7 @@ func defaultSettle(t *target.Target) time.Duration {
 func newAuditor(t *target.Target, e env, cfg audit.Config) (*audit.Auditor, *progress.Meter) {
 	meter := progress.Start(e.stdout, "audit", 5*time.Second)
 	cfg.DB, cfg.S3, cfg.Bucket, cfg.FailureBucket, cfg.Progress = t.DynamoDB(), t.S3(), t.ArchiveBucket, t.FailureBucket, meter
-	cfg.Tables = audit.Tables{Users: t.Tables[tables.Users], Products: t.Tables[tables.Products],
-		Orders: t.Tables[tables.Orders], Reviews: t.Tables[tables.Reviews], Markers: t.Tables[tables.CounterEvents]}
+	cfg.Tables = tables.Names{Users: t.Tables[tables.Users], Products: t.Tables[tables.Products],
+		Orders: t.Tables[tables.Orders], Reviews: t.Tables[tables.Reviews], CounterEvents: t.Tables[tables.CounterEvents]}
 	return audit.New(cfg), meter
 }

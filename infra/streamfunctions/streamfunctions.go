@@ -22,6 +22,7 @@ import (
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -41,21 +42,25 @@ type Deps struct {
 }
 
 // Build returns the stream functions by name (shared/wiring's names), from
-// the environment they read on AWS (table variables, ARCHIVE_BUCKET,
-// SEARCH_URL).
+// the environment they read on AWS: each function sees only the variables of
+// its contract (shared/envcontract), as a deployment gives it no other.
 func Build(getenv func(string) string, d Deps) (map[string]Handler, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	counterTables, err := counting.TablesFromEnv(getenv)
+	counters := envcontract.Of(wiring.Counters)
+	counterTables, err := counters.ReadTables(counters.Only(getenv))
 	if err != nil {
 		return nil, fmt.Errorf("counters config: %w", err)
 	}
-	archived, err := archiving.TablesFromEnv(getenv)
+	archiver := envcontract.Of(wiring.Archiver)
+	archiverEnv := archiver.Only(getenv)
+	archived, err := archiver.ReadTables(archiverEnv)
 	if err != nil {
 		return nil, fmt.Errorf("archiver config: %w", err)
 	}
-	search, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{getenv("SEARCH_URL")}}})
+	indexerEnv := envcontract.Of(wiring.StreamIndexer).Only(getenv)
+	search, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{indexerEnv(envcontract.SearchURL)}}})
 	if err != nil {
 		return nil, fmt.Errorf("search client: %w", err)
 	}
@@ -67,7 +72,7 @@ func Build(getenv func(string) string, d Deps) (map[string]Handler, error) {
 			Logger: d.Logger.With("function", wiring.Counters), Reporter: reporter(wiring.Counters)}),
 		wiring.StreamIndexer: indexing.New(indexing.Deps{Search: search,
 			Logger: d.Logger.With("function", wiring.StreamIndexer), Reporter: reporter(wiring.StreamIndexer)}),
-		wiring.Archiver: archiving.New(archiving.Deps{S3: d.S3, Bucket: getenv("ARCHIVE_BUCKET"), Tables: archived,
+		wiring.Archiver: archiving.New(archiving.Deps{S3: d.S3, Bucket: archiverEnv(envcontract.ArchiveBucket), Tables: archived,
 			Logger: d.Logger.With("function", wiring.Archiver), Reporter: reporter(wiring.Archiver)}),
 	}, nil
 }

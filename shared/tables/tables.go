@@ -208,15 +208,6 @@ func ByName(name string) (Table, error) {
 // as "shopstream-dev-" (stages) or "t42-" (tests).
 func Physical(prefix, logical string) string { return prefix + logical }
 
-// Names maps every logical table name to its physical name under prefix.
-func Names(prefix string) map[string]string {
-	m := make(map[string]string)
-	for _, t := range All() {
-		m[t.Name] = Physical(prefix, t.Name)
-	}
-	return m
-}
-
 // Attributes returns every key attribute of the table and its indexes, once each,
 // in a stable order: what CreateTable's AttributeDefinitions need.
 func (t Table) Attributes() []Key {

@@ -5,12 +5,10 @@ import (
 	"time"
 
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/productsearch"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
-
-// DevCursorSecret is the cursor key of the local stack; deployed stages set
-// CURSOR_SECRET.
-const DevCursorSecret = "shopstream-local-cursor-secret"
 
 // Config is the API's configuration from its environment.
 type Config struct {
@@ -27,40 +25,28 @@ type Config struct {
 	SearchSigned bool
 }
 
-// ConfigFromEnv reads the configuration: table names from each table's
-// EnvVar, CURSOR_SECRET (required), CART_TTL, ORDER_RETENTION, SEARCH_URL,
-// SEARCH_SIGV4.
+// ConfigFromEnv reads the configuration the API's contract declares
+// (shared/envcontract): its tables' names, CURSOR_SECRET (required),
+// CART_TTL, ORDER_RETENTION, SEARCH_URL, SEARCH_SIGV4.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	t, err := store.TablesFromEnv(getenv)
+	t, err := envcontract.Of(wiring.API).ReadTables(getenv)
 	if err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Tables: t, CursorSecret: []byte(getenv("CURSOR_SECRET")), SearchURL: getenv("SEARCH_URL")}
+	cfg := Config{Tables: t, CursorSecret: []byte(getenv(envcontract.CursorSecret)), SearchURL: getenv(envcontract.SearchURL)}
 	if len(cfg.CursorSecret) < 16 {
-		return Config{}, fmt.Errorf("CURSOR_SECRET: at least 16 bytes are required")
+		return Config{}, fmt.Errorf("%s: at least 16 bytes are required", envcontract.CursorSecret)
 	}
-	if cfg.CartTTL, err = duration(getenv, "CART_TTL", 7*24*time.Hour); err != nil {
+	if cfg.CartTTL, err = envcontract.Duration(getenv, envcontract.CartTTL, envcontract.DefaultCartTTL); err != nil {
 		return Config{}, err
 	}
-	if cfg.OrderRetention, err = duration(getenv, "ORDER_RETENTION", 365*24*time.Hour); err != nil {
+	if cfg.OrderRetention, err = envcontract.Duration(getenv, envcontract.OrderRetention, envcontract.DefaultOrderRetention); err != nil {
 		return Config{}, err
 	}
 	if cfg.SearchURL != "" {
-		if cfg.SearchSigned, err = productsearch.Signed(cfg.SearchURL, getenv("SEARCH_SIGV4")); err != nil {
+		if cfg.SearchSigned, err = productsearch.Signed(cfg.SearchURL, getenv(envcontract.SearchSigV4)); err != nil {
 			return Config{}, err
 		}
 	}
 	return cfg, nil
-}
-
-func duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive Go duration such as 168h", name, v)
-	}
-	return d, nil
 }

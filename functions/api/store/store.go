@@ -21,6 +21,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/clock"
 	"github.com/shopstream/shopstream/shared/ddbcall"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/ulid"
@@ -38,47 +39,12 @@ type DB interface {
 	TransactGetItems(context.Context, *dynamodb.TransactGetItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
 }
 
-// Tables are the physical table names the store uses.
-type Tables struct {
-	Users, UserEmails, Products, ProductStock, Reviews, Carts, Orders, IdempotencyKeys string
-}
-
-func (t *Tables) byLogical() map[string]*string {
-	return map[string]*string{
-		tables.Users:           &t.Users,
-		tables.UserEmails:      &t.UserEmails,
-		tables.Products:        &t.Products,
-		tables.ProductStock:    &t.ProductStock,
-		tables.Reviews:         &t.Reviews,
-		tables.Carts:           &t.Carts,
-		tables.Orders:          &t.Orders,
-		tables.IdempotencyKeys: &t.IdempotencyKeys,
-	}
-}
+// Tables are the physical table names the store uses: the API's tables of
+// its environment contract (shared/envcontract).
+type Tables = tables.Names
 
 // TablesWithPrefix returns the names of the tables created under prefix.
-func TablesWithPrefix(prefix string) Tables {
-	var t Tables
-	for logical, p := range t.byLogical() {
-		*p = tables.Physical(prefix, logical)
-	}
-	return t
-}
-
-// TablesFromEnv reads every name from its table's EnvVar.
-func TablesFromEnv(getenv func(string) string) (Tables, error) {
-	var t Tables
-	for logical, p := range t.byLogical() {
-		def, err := tables.ByName(logical)
-		if err != nil {
-			return Tables{}, err
-		}
-		if *p = getenv(def.EnvVar); *p == "" {
-			return Tables{}, fmt.Errorf("table %s: %s is not set", logical, def.EnvVar)
-		}
-	}
-	return t, nil
-}
+func TablesWithPrefix(prefix string) Tables { return tables.WithPrefix(prefix) }
 
 // Config configures a Store.
 type Config struct {
@@ -113,10 +79,10 @@ type Store struct {
 // New returns a Store on db.
 func New(db DB, cfg Config) *Store {
 	if cfg.CartTTL <= 0 {
-		cfg.CartTTL = 7 * 24 * time.Hour
+		cfg.CartTTL = envcontract.DefaultCartTTL
 	}
 	if cfg.OrderRetention <= 0 {
-		cfg.OrderRetention = 365 * 24 * time.Hour
+		cfg.OrderRetention = envcontract.DefaultOrderRetention
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = 24 * time.Hour

@@ -36,8 +36,10 @@ type putter interface {
 type Deps struct {
 	S3     putter
 	Bucket string
-	// Tables maps each archived table's physical name to its logical name.
-	Tables   map[string]string
+	// Tables are the names of the archived tables (the archiver's
+	// environment contract, shared/envcontract); a removal from any other
+	// table fails.
+	Tables   tables.Names
 	Logger   *slog.Logger
 	Reporter *batchmetrics.Reporter
 }
@@ -83,7 +85,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			h.deps.Logger.InfoContext(ctx, "not a ttl removal", "eventId", rec.EventID, "eventName", rec.EventName)
 			continue
 		}
-		logical, ok := h.deps.Tables[ddbstream.TableName(rec)]
+		logical, ok := h.deps.Tables.Logical(ddbstream.TableName(rec))
 		if !ok {
 			h.deps.Logger.WarnContext(ctx, "removal from an unknown table", "eventId", rec.EventID, "table", ddbstream.TableName(rec))
 			fail(i)
@@ -232,22 +234,4 @@ func plain(v types.AttributeValue) any {
 		return plainMap(x.Value)
 	}
 	return nil
-}
-
-// TablesFromEnv maps the archived tables' physical names (from their
-// environment variables) to their logical names.
-func TablesFromEnv(getenv func(string) string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, logical := range []string{tables.Orders, tables.Carts} {
-		def, err := tables.ByName(logical)
-		if err != nil {
-			return nil, err
-		}
-		name := getenv(def.EnvVar)
-		if name == "" {
-			return nil, fmt.Errorf("%s is not set", def.EnvVar)
-		}
-		out[name] = logical
-	}
-	return out, nil
 }

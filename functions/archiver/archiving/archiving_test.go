@@ -17,6 +17,7 @@ import (
 	"github.com/shopstream/shopstream/functions/archiver/archiving"
 	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 const bucket = "archive-test"
@@ -27,7 +28,7 @@ func setup(t testing.TB) (*archiving.Handler, *s3.Client) {
 	t.Helper()
 	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
 	c := st.S3()
-	return archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{"x-orders": "orders", "x-carts": "carts"}}), c
+	return archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: tables.Names{Orders: "x-orders", Carts: "x-carts"}}), c
 }
 
 var n int
@@ -154,7 +155,7 @@ func TestArchivesTTLRemovalsAsPlainJSONLines(t *testing.T) {
 
 func TestFailedPutFailsItsRecords(t *testing.T) {
 	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
-	h := archiving.New(archiving.Deps{S3: st.S3(), Bucket: "no-such-bucket", Tables: map[string]string{"x-orders": "orders"}})
+	h := archiving.New(archiving.Deps{S3: st.S3(), Bucket: "no-such-bucket", Tables: tables.Names{Orders: "x-orders"}})
 	k, i := order("o9")
 	r := removal("x-orders", true, k, i)
 	stranger := removal("x-elsewhere", true, k, i)

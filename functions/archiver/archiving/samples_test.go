@@ -7,6 +7,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // TestSampleEvents feeds every events/archiver-*.json through the handler, in
@@ -17,7 +18,7 @@ func TestSampleEvents(t *testing.T) {
 	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
 	c := st.S3()
 	// The samples come from the dev stage's tables.
-	h := archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: map[string]string{samples.TablePrefix + "orders": "orders", samples.TablePrefix + "carts": "carts"}})
+	h := archiving.New(archiving.Deps{S3: c, Bucket: bucket, Tables: tables.Names{Orders: samples.TablePrefix + "orders", Carts: samples.TablePrefix + "carts"}})
 	type step struct {
 		Event   string                      `json:"event"`
 		Failed  []string                    `json:"failed"`

@@ -27,12 +27,8 @@ import (
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/shapes"
+	"github.com/shopstream/shopstream/shared/tables"
 )
-
-// Tables are the physical table names the handler reads and writes.
-type Tables struct {
-	Orders, Reviews, Users, Products, CounterEvents string
-}
 
 type transactor interface {
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
@@ -41,7 +37,7 @@ type transactor interface {
 // Deps are the handler's collaborators.
 type Deps struct {
 	DB       transactor
-	Tables   Tables
+	Tables   tables.Names
 	Logger   *slog.Logger
 	Reporter *batchmetrics.Reporter
 }

@@ -29,7 +29,7 @@ type fixture struct {
 	t      testing.TB
 	prefix string
 	db     *dynamodb.Client
-	tables counting.Tables
+	tables tables.Names
 	h      *counting.Handler
 	tx     *faulty
 	seq    atomic.Int64
@@ -93,11 +93,7 @@ var (
 
 func newFixture(t testing.TB, db *dynamodb.Client, prefix string) *fixture {
 	t.Helper()
-	names := tables.Names(prefix)
-	f := &fixture{t: t, prefix: prefix, db: db, tables: counting.Tables{
-		Orders: names[tables.Orders], Reviews: names[tables.Reviews], Users: names[tables.Users],
-		Products: names[tables.Products], CounterEvents: names[tables.CounterEvents],
-	}}
+	f := &fixture{t: t, prefix: prefix, db: db, tables: tables.WithPrefix(prefix)}
 	f.tx = &faulty{Client: db}
 	f.h = counting.New(counting.Deps{DB: f.tx, Tables: f.tables})
 	for _, u := range users {

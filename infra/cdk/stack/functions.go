@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -14,26 +13,12 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/facts"
+	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
-
-// Environment variables that are not table names (those are tables.Table.EnvVar).
-const (
-	EnvArchiveBucket = "ARCHIVE_BUCKET"
-	// EnvSearchURL is the search endpoint, https://<domain endpoint>.
-	EnvSearchURL = "SEARCH_URL"
-	// EnvCursorSecret is the key that signs the API's page cursors where no
-	// secret holds it (the local stack).
-	EnvCursorSecret = "CURSOR_SECRET"
-	// EnvCursorSecretARN names the Secrets Manager secret holding the cursor
-	// key on AWS; the API reads it at init (functions/api).
-	EnvCursorSecretARN = "CURSOR_SECRET_ARN"
-)
-
-// SearchIndex is the one OpenSearch index of shopstream.
-const SearchIndex = "products"
 
 // Handler is the handler name of every function: the provided.al2023 runtime
 // runs the file named bootstrap.
@@ -66,60 +51,40 @@ type SearchGrant struct {
 func SearchGrants(a SearchAccess) []SearchGrant {
 	switch a {
 	case SearchRead:
-		return []SearchGrant{{Actions: []string{"es:ESHttpPost"}, Paths: []string{SearchIndex + "/_search"}}}
+		return []SearchGrant{{Actions: []string{"es:ESHttpPost"}, Paths: []string{productsearch.Index + "/_search"}}}
 	case SearchReadWrite:
 		return []SearchGrant{
-			{Actions: []string{"es:ESHttpPut"}, Paths: []string{SearchIndex}},
-			{Actions: []string{"es:ESHttpPost"}, Paths: []string{SearchIndex + "/_bulk"}},
+			{Actions: []string{"es:ESHttpPut"}, Paths: []string{productsearch.Index}},
+			{Actions: []string{"es:ESHttpPost"}, Paths: []string{productsearch.Index + "/_bulk"}},
 		}
 	}
 	return nil
 }
 
-// Access is what one function may touch. Its environment and its grants both
-// come from here, so a function never holds a name it may not use, nor a grant
-// it has no name for. Stream reads come from shared/wiring.
+// Access is what one function may touch: its environment contract
+// (shared/envcontract: its tables, the tables whose streams feed it, the
+// archive, the search endpoint, the cursor secret) and what it may do with
+// each. Its environment and its grants both come from here, so a function
+// never holds a name it may not use, nor a grant it has no name for.
 type Access struct {
-	// Tables are the tables whose data the function reads or writes.
-	Tables []string
+	envcontract.Contract
 	// TableActions are the DynamoDB actions it may call on each of Tables:
 	// those its requests need and no other (TestGrantsMatchSDKCalls reads
 	// them from its code). Never the table's settings.
 	TableActions map[string][]string
-	// Search is its access to the search index.
-	Search SearchAccess
-	// CursorSecret gives the function the cursor signing key.
-	CursorSecret bool
-	// Archive lets the function put objects under the prefix of every table
-	// whose stream feeds it (shared/wiring).
-	Archive bool
-	// StreamTables are the tables whose streams feed the function: it gets
-	// their names (to tell records apart), not access to their data.
-	StreamTables []string
+	// SearchAccess is what it may do on the search index; the contract's
+	// Search says whether it has any.
+	SearchAccess SearchAccess
 	MemoryMiB    int
 	// Timeout is the function's timeout (wiring.Timeout).
 	Timeout time.Duration
-}
-
-// streamTables returns the tables whose streams feed fn (shared/wiring), sorted.
-func streamTables(fn string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, m := range wiring.Mappings() {
-		if m.Function == fn && !seen[m.Table] {
-			seen[m.Table] = true
-			out = append(out, m.Table)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Accesses returns the access of every function of wiring.Functions.
 func Accesses() map[string]Access {
 	return map[string]Access{
 		wiring.API: {
-			Tables: []string{tables.Users, tables.UserEmails, tables.Products, tables.ProductStock, tables.Reviews, tables.Carts, tables.Orders, tables.IdempotencyKeys},
+			Contract: envcontract.Of(wiring.API),
 			TableActions: map[string][]string{
 				tables.Users:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 				tables.UserEmails:      {"dynamodb:PutItem", "dynamodb:DeleteItem"},
@@ -130,79 +95,37 @@ func Accesses() map[string]Access {
 				tables.Orders:          {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 				tables.IdempotencyKeys: {"dynamodb:GetItem", "dynamodb:PutItem"},
 			},
-			Search:       SearchRead,
-			CursorSecret: true,
+			SearchAccess: SearchRead,
 			MemoryMiB:    512,
 			Timeout:      wiring.Timeout(wiring.API),
 		},
 		wiring.Counters: {
-			Tables: []string{tables.Users, tables.Products, tables.CounterEvents},
+			Contract: envcontract.Of(wiring.Counters),
 			TableActions: map[string][]string{
 				tables.Users:         {"dynamodb:UpdateItem"},
 				tables.Products:      {"dynamodb:UpdateItem"},
 				tables.CounterEvents: {"dynamodb:PutItem"},
 			},
-			StreamTables: streamTables(wiring.Counters),
-			MemoryMiB:    256,
-			Timeout:      wiring.Timeout(wiring.Counters),
+			MemoryMiB: 256,
+			Timeout:   wiring.Timeout(wiring.Counters),
 		},
 		wiring.StreamIndexer: {
-			Search:       SearchReadWrite,
-			StreamTables: streamTables(wiring.StreamIndexer),
+			Contract:     envcontract.Of(wiring.StreamIndexer),
+			SearchAccess: SearchReadWrite,
 			MemoryMiB:    256,
 			Timeout:      wiring.Timeout(wiring.StreamIndexer),
 		},
 		wiring.Archiver: {
-			Archive:      true,
-			StreamTables: streamTables(wiring.Archiver),
-			MemoryMiB:    256,
-			Timeout:      wiring.Timeout(wiring.Archiver),
+			Contract:  envcontract.Of(wiring.Archiver),
+			MemoryMiB: 256,
+			Timeout:   wiring.Timeout(wiring.Archiver),
 		},
 	}
 }
 
 // ArchivedTables returns the tables whose streams feed the archiver, sorted:
 // the archiver writes under their prefixes only.
-func ArchivedTables() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, m := range wiring.Mappings() {
-		if m.Function == wiring.Archiver && !seen[m.Table] {
-			seen[m.Table] = true
-			out = append(out, m.Table)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// EnvKeys returns the names of the environment variables of a function, sorted;
-// template.yaml must give the function the same ones.
-func (a Access) EnvKeys() ([]string, error) {
-	var keys []string
-	seen := map[string]bool{}
-	for _, name := range append(append([]string(nil), a.Tables...), a.StreamTables...) {
-		t, err := tables.ByName(name)
-		if err != nil {
-			return nil, err
-		}
-		if !seen[t.EnvVar] {
-			seen[t.EnvVar] = true
-			keys = append(keys, t.EnvVar)
-		}
-	}
-	if a.Archive {
-		keys = append(keys, EnvArchiveBucket)
-	}
-	if a.Search != SearchNone {
-		keys = append(keys, EnvSearchURL)
-	}
-	if a.CursorSecret {
-		keys = append(keys, EnvCursorSecretARN)
-	}
-	sort.Strings(keys)
-	return keys, nil
-}
+func ArchivedTables() []string { return envcontract.Of(wiring.Archiver).StreamTables }
 
 // functions declares every function of wiring.Functions with one helper and
 // grants it exactly its Access.
@@ -226,17 +149,20 @@ func (b *builder) functions() error {
 			}
 			env[t.EnvVar] = table.TableName()
 		}
-		if a.Archive {
-			env[EnvArchiveBucket] = b.s.Archive.BucketName()
+		if a.Search != (a.SearchAccess != SearchNone) {
+			return fmt.Errorf("function %s: its contract's search endpoint and its search access disagree", name)
 		}
-		if a.Search != SearchNone {
-			env[EnvSearchURL] = jsii.String("https://" + *b.s.Search.DomainEndpoint())
+		if a.Archive {
+			env[envcontract.ArchiveBucket] = b.s.Archive.BucketName()
+		}
+		if a.Search {
+			env[envcontract.SearchURL] = jsii.String("https://" + *b.s.Search.DomainEndpoint())
 		}
 		if a.CursorSecret {
 			// The secret's name, not its value: the function reads the value
 			// at init, so neither the template nor the function's
 			// configuration ever holds the key.
-			env[EnvCursorSecretARN] = b.s.CursorSecret.SecretArn()
+			env[envcontract.CursorSecretARN] = b.s.CursorSecret.SecretArn()
 		}
 		fn, err := b.goFunction(name, a, env)
 		if err != nil {
@@ -270,7 +196,7 @@ func (b *builder) functions() error {
 				ResourceArns: &[]*string{b.s.CursorSecret.SecretArn()},
 			})
 		}
-		for _, g := range SearchGrants(a.Search) {
+		for _, g := range SearchGrants(a.SearchAccess) {
 			arns := make([]*string, len(g.Paths))
 			for i, p := range g.Paths {
 				arns[i] = jsii.String(*b.s.Search.DomainArn() + "/" + p)
@@ -281,8 +207,8 @@ func (b *builder) functions() error {
 				ResourceArns: &arns,
 			})
 		}
-		if a.Search != SearchNone {
-			searchRoles = append(searchRoles, searchRole{access: a.Search, role: fn.Role()})
+		if a.SearchAccess != SearchNone {
+			searchRoles = append(searchRoles, searchRole{access: a.SearchAccess, role: fn.Role()})
 		}
 		b.s.Functions[name] = fn
 	}

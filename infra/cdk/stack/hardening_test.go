@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -166,16 +167,16 @@ func TestCursorSecretReadAtInit(t *testing.T) {
 				if strings.Contains(fmt.Sprint(vars), "resolve:secretsmanager") {
 					t.Errorf("%s: environment resolves a secret into plain text: %v", fnName, vars)
 				}
-				if _, ok := vars[stack.EnvCursorSecret]; ok {
-					t.Errorf("%s: %s in the deployed environment", fnName, stack.EnvCursorSecret)
+				if _, ok := vars[envcontract.CursorSecret]; ok {
+					t.Errorf("%s: %s in the deployed environment", fnName, envcontract.CursorSecret)
 				}
-				got := refs(vars[stack.EnvCursorSecretARN])
+				got := refs(vars[envcontract.CursorSecretARN])
 				var want []string
 				if a.CursorSecret {
 					want = []string{secretID}
 				}
 				if !slices.Equal(got, want) {
-					t.Errorf("%s: %s refers to %v, want %v", fnName, stack.EnvCursorSecretARN, got, want)
+					t.Errorf("%s: %s refers to %v, want %v", fnName, envcontract.CursorSecretARN, got, want)
 				}
 				var grants []string
 				roleID := s.logicalID(s.stack.Functions[fnName].Role())

@@ -188,7 +188,8 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 			// ignores an empty one) and the cursor key itself (on AWS the function
 			// reads it from CURSOR_SECRET_ARN's secret).
 			wantVars := keysOf(cdkVars)
-			for _, name := range localOnlyVars(stack.Accesses()[fnName]) {
+			contract := stack.Accesses()[fnName].Contract
+			for _, name := range contract.LocalOnly() {
 				wantVars = append(wantVars, name)
 				if v, ok := samVars[name]; !ok || v != "" {
 					t.Errorf("%s: got %#v, want an empty value", name, v)
@@ -197,6 +198,11 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 			sort.Strings(wantVars)
 			if d := cmp.Diff(wantVars, keysOf(samVars)); d != "" {
 				t.Errorf("environment names (-cdk and local-only +sam):\n%s", d)
+			}
+			for _, name := range keysOf(samVars) {
+				if !contract.Allows(name) {
+					t.Errorf("%s: not in the function's environment contract (shared/envcontract)", name)
+				}
 			}
 			for _, tn := range stack.Accesses()[fnName].Tables {
 				def, _ := tables.ByName(tn)
@@ -207,24 +213,6 @@ func TestSAMFunctionsMatchCDK(t *testing.T) {
 			}
 		})
 	}
-}
-
-// localOnlyVars names the variables template.yaml declares, empty, for local
-// runs only: the AWS SDK endpoint variables of the services a function calls
-// through the SDK (DynamoDB for its tables, S3 for the archive) and the
-// cursor key itself.
-func localOnlyVars(a stack.Access) []string {
-	var out []string
-	if a.CursorSecret {
-		out = append(out, stack.EnvCursorSecret)
-	}
-	if len(a.Tables) > 0 {
-		out = append(out, "AWS_ENDPOINT_URL_DYNAMODB")
-	}
-	if a.Archive {
-		out = append(out, "AWS_ENDPOINT_URL_S3")
-	}
-	return out
 }
 
 func keysOf(m map[string]any) []string {

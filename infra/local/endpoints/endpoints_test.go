@@ -14,6 +14,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/envcontract"
 )
 
 func TestS3PutGetList(t *testing.T) {
@@ -21,7 +22,7 @@ func TestS3PutGetList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := st.S3()
-	bucket := stacktest.ArchiveBucket
+	bucket := envcontract.LocalArchiveBucket
 	prefix := stacktest.Prefix(t)
 	keys := []string{prefix + "orders/year=2026/month=11/day=22/a.jsonl.gz", prefix + "orders/year=2026/month=11/day=22/b.jsonl.gz", prefix + "carts/x.jsonl.gz"}
 	for i, k := range keys {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/infra/local/esm"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -98,7 +99,7 @@ func BenchmarkFreshness(b *testing.B) {
 func freshness(b *testing.B, countersWindow, searchWindow time.Duration, factor int, loaded bool) {
 	sys, prefix := startSystem(b)
 	a := api{b, sys.APIURL}
-	tables, err := counting.TablesFromEnv(func(k string) string { return sys.Env[k] })
+	tables, err := envcontract.Of(wiring.Counters).ReadTables(func(k string) string { return sys.Env[k] })
 	if err != nil {
 		b.Fatal(err)
 	}

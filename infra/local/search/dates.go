@@ -2,6 +2,7 @@ package search
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -96,118 +97,17 @@ func isDigits(s string) bool {
 	return true
 }
 
-// parseDateMath resolves a range bound such as "now-7d/d" or
-// "2024-01-01||+1M" to epoch milliseconds. roundUp selects the end of a
-// rounded unit (used by lte and gt, as OpenSearch does).
-func parseDateMath(v any, format string, now time.Time, roundUp bool) (int64, error) {
-	s, ok := v.(string)
-	if !ok {
-		return parseDateValue(v, format)
-	}
-	var t time.Time
-	var expr string
-	switch {
-	case strings.HasPrefix(s, "now"):
-		t, expr = now.UTC(), s[len("now"):]
-	case strings.Contains(s, "||"):
-		i := strings.Index(s, "||")
-		ms, err := parseDateString(s[:i], format)
-		if err != nil {
-			return 0, err
-		}
-		t, expr = time.UnixMilli(ms).UTC(), s[i+2:]
-	default:
-		return parseDateString(s, format)
-	}
-	for expr != "" {
-		op := expr[0]
-		expr = expr[1:]
-		switch op {
-		case '+', '-':
-			n := 0
-			for n < len(expr) && expr[n] >= '0' && expr[n] <= '9' {
-				n++
-			}
-			amount := 1
-			if n > 0 {
-				amount, _ = strconv.Atoi(expr[:n])
-			}
-			expr = expr[n:]
-			if expr == "" {
-				return 0, fmt.Errorf("date math [%s]: missing unit", s)
-			}
-			unit := expr[0]
-			expr = expr[1:]
-			if op == '-' {
-				amount = -amount
-			}
-			var err error
-			if t, err = addUnit(t, unit, amount); err != nil {
-				return 0, fmt.Errorf("date math [%s]: %w", s, err)
-			}
-		case '/':
-			if expr == "" {
-				return 0, fmt.Errorf("date math [%s]: missing rounding unit", s)
-			}
-			unit := expr[0]
-			expr = expr[1:]
-			start, err := truncateUnit(t, unit)
-			if err != nil {
-				return 0, fmt.Errorf("date math [%s]: %w", s, err)
-			}
-			t = start
-			if roundUp {
-				next, _ := addUnit(start, unit, 1)
-				t = next.Add(-time.Millisecond)
-			}
-		default:
-			return 0, fmt.Errorf("date math [%s]: unexpected operator %q", s, op)
-		}
-	}
-	return t.UnixMilli(), nil
-}
+// errDateMath is a bound written in date math ("now-7d/d",
+// "2024-01-01||+1M"): nothing shopstream sends uses it (docs/decisions.md,
+// "Local search"), so it is refused rather than resolved.
+var errDateMath = errors.New("date math is not supported by the local search service")
 
-func addUnit(t time.Time, unit byte, n int) (time.Time, error) {
-	switch unit {
-	case 'y':
-		return t.AddDate(n, 0, 0), nil
-	case 'M':
-		return t.AddDate(0, n, 0), nil
-	case 'w':
-		return t.AddDate(0, 0, 7*n), nil
-	case 'd':
-		return t.AddDate(0, 0, n), nil
-	case 'h', 'H':
-		return t.Add(time.Duration(n) * time.Hour), nil
-	case 'm':
-		return t.Add(time.Duration(n) * time.Minute), nil
-	case 's':
-		return t.Add(time.Duration(n) * time.Second), nil
+// parseDateBound reads a date bound or term value as epoch milliseconds.
+func parseDateBound(v any, format string) (int64, error) {
+	if s, ok := v.(string); ok && (strings.HasPrefix(s, "now") || strings.Contains(s, "||")) {
+		return 0, errDateMath
 	}
-	return t, fmt.Errorf("unknown unit %q", unit)
-}
-
-func truncateUnit(t time.Time, unit byte) (time.Time, error) {
-	y, mo, d := t.Date()
-	switch unit {
-	case 'y':
-		return time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC), nil
-	case 'M':
-		return time.Date(y, mo, 1, 0, 0, 0, 0, time.UTC), nil
-	case 'w':
-		day := time.Date(y, mo, d, 0, 0, 0, 0, time.UTC)
-		offset := (int(day.Weekday()) + 6) % 7 // weeks start on Monday
-		return day.AddDate(0, 0, -offset), nil
-	case 'd':
-		return time.Date(y, mo, d, 0, 0, 0, 0, time.UTC), nil
-	case 'h', 'H':
-		return t.Truncate(time.Hour), nil
-	case 'm':
-		return t.Truncate(time.Minute), nil
-	case 's':
-		return t.Truncate(time.Second), nil
-	}
-	return t, fmt.Errorf("unknown unit %q", unit)
+	return parseDateValue(v, format)
 }
 
 // parseDuration reads an OpenSearch time value such as "60s", "500ms" or "1m".

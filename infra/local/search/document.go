@@ -271,25 +271,6 @@ func toBool(v any) (bool, bool) {
 	return false, false
 }
 
-// mergeObjects applies a partial update: objects merge recursively, any
-// other value replaces.
-func mergeObjects(dst, patch map[string]any) map[string]any {
-	out := make(map[string]any, len(dst)+len(patch))
-	for k, v := range dst {
-		out[k] = v
-	}
-	for k, v := range patch {
-		po, pok := v.(map[string]any)
-		do, dok := out[k].(map[string]any)
-		if pok && dok {
-			out[k] = mergeObjects(do, po)
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
-
 // trimSource trims a body to the bytes kept as _source.
 func trimSource(raw []byte) []byte {
 	return bytes.TrimSpace(raw)

@@ -2,21 +2,20 @@ package search
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/blevesearch/bleve/v2/search/query"
 )
 
 // compiler turns OpenSearch query DSL into a bleve query for one index.
 type compiler struct {
-	ix  *index
-	m   *mappingDef
-	now time.Time
+	ix *index
+	m  *mappingDef
 }
 
 func isNone(q query.Query) bool {
@@ -58,10 +57,14 @@ func decodeValue(raw json.RawMessage) (any, bool) {
 	return v, true
 }
 
-// knownUnsupported are real OpenSearch queries this service does not implement.
+// knownUnsupported are real OpenSearch queries this service does not
+// implement: nothing shopstream sends uses them (docs/decisions.md, "Local
+// search"), and each is refused with a 400 naming it rather than answered
+// differently from OpenSearch.
 func knownUnsupported(name string) bool {
 	switch name {
-	case "query_string", "simple_query_string", "nested", "has_child", "has_parent", "parent_id",
+	case "prefix", "wildcard", "regexp", "fuzzy", "constant_score", "dis_max",
+		"query_string", "simple_query_string", "nested", "has_child", "has_parent", "parent_id",
 		"function_score", "script_score", "script", "geo_bounding_box", "geo_distance", "geo_polygon",
 		"geo_shape", "more_like_this", "boosting", "intervals", "span_term", "span_near", "span_or",
 		"span_not", "span_first", "span_multi", "span_containing", "span_within", "field_masking_span",
@@ -109,12 +112,6 @@ func (c *compiler) compile(raw json.RawMessage) (query.Query, *apiError) {
 			return c.ids(body)
 		case "exists":
 			return c.exists(body)
-		case "prefix", "wildcard", "regexp", "fuzzy":
-			return c.pattern(name, body)
-		case "constant_score":
-			return c.constantScore(body)
-		case "dis_max":
-			return c.disMax(body)
 		}
 		if knownUnsupported(name) {
 			return nil, unsupported("query [%s]", name)
@@ -600,7 +597,10 @@ func (c *compiler) termValue(field string, d *fieldDef, v any) (query.Query, *ap
 		}
 		return withField(query.NewNumericRangeInclusiveQuery(&f, &f, &inclusive, &inclusive), field), nil
 	case kindDate:
-		ms, err := parseDateMath(v, d.Format, c.now, false)
+		ms, err := parseDateBound(v, d.Format)
+		if errors.Is(err, errDateMath) {
+			return nil, unsupported("date math [%v] on [%s]", v, field)
+		}
 		if err != nil {
 			return nil, badRequest("parse_exception", "failed to parse date field [%v] of [%s]: %v", v, field, err)
 		}
@@ -807,7 +807,7 @@ func (c *compiler) rangeQuery(body json.RawMessage) (query.Query, *apiError) {
 	var q query.Query
 	switch d.kind() {
 	case kindLong, kindDouble, kindDate:
-		num := func(b bound, roundUp bool) (*float64, *apiError) {
+		num := func(b bound) (*float64, *apiError) {
 			if !b.set {
 				return nil, nil
 			}
@@ -816,7 +816,10 @@ func (c *compiler) rangeQuery(body json.RawMessage) (query.Query, *apiError) {
 				if f == "" {
 					f = d.Format
 				}
-				ms, err := parseDateMath(b.v, f, c.now, roundUp)
+				ms, err := parseDateBound(b.v, f)
+				if errors.Is(err, errDateMath) {
+					return nil, unsupported("date math [%v] on [%s]", b.v, field)
+				}
 				if err != nil {
 					return nil, badRequest("parse_exception", "failed to parse date field [%v] of [%s]: %v", b.v, field, err)
 				}
@@ -829,12 +832,11 @@ func (c *compiler) rangeQuery(body json.RawMessage) (query.Query, *apiError) {
 			}
 			return &x, nil
 		}
-		// As in OpenSearch, a rounded date rounds up for gt and lte.
-		lower, e := num(lo, !lo.inclusive)
+		lower, e := num(lo)
 		if e != nil {
 			return nil, e
 		}
-		upper, e := num(hi, hi.inclusive)
+		upper, e := num(hi)
 		if e != nil {
 			return nil, e
 		}
@@ -1019,149 +1021,6 @@ func (c *compiler) exists(body json.RawMessage) (query.Query, *apiError) {
 		return nil, e
 	}
 	return boosted(c.existsField(field), boost), nil
-}
-
-// pattern handles prefix, wildcard, regexp and fuzzy, which match indexed
-// terms without analysing the value.
-func (c *compiler) pattern(name string, body json.RawMessage) (query.Query, *apiError) {
-	field, value, p, e := fieldQuery(name, body)
-	if e != nil {
-		return nil, e
-	}
-	if value == nil {
-		var ok bool
-		if value, ok = p.take("value"); !ok {
-			if name == "wildcard" {
-				value, ok = p.take("wildcard")
-			}
-			if !ok {
-				return nil, parsingError("[%s] query requires a value", name)
-			}
-		}
-	}
-	v, _ := decodeValue(value)
-	s, ok := scalarString(v)
-	if !ok {
-		return nil, parsingError("[%s] value must be a string", name)
-	}
-	boost, e := p.float("boost", 1)
-	if e != nil {
-		return nil, e
-	}
-	var fz *fuzziness
-	if raw, ok := p.take("fuzziness"); ok && name == "fuzzy" {
-		f, e := parseFuzziness(raw)
-		if e != nil {
-			return nil, e
-		}
-		fz = &f
-	}
-	pl, e := p.float("prefix_length", 0)
-	if e != nil {
-		return nil, e
-	}
-	if raw, ok := p.take("case_insensitive"); ok {
-		if ci, _ := decodeValue(raw); ci == true {
-			return nil, unsupported("[%s] case_insensitive", name)
-		}
-	}
-	if e := p.rest(name, "rewrite", "flags", "max_determinized_states", "max_expansions", "transpositions"); e != nil {
-		return nil, e
-	}
-	if field == "_id" && name == "prefix" {
-		return nil, unsupported("[prefix] on [_id]")
-	}
-	d := c.m.lookup(field)
-	if d == nil {
-		return none(), nil
-	}
-	if k := d.kind(); k != kindText && k != kindKeyword {
-		return nil, badRequest("query_shard_exception", "Can only use %s queries on keyword and text fields - not on [%s] which is of type [%s]", name, field, d.Type)
-	}
-	var q query.Query
-	switch name {
-	case "prefix":
-		q = query.NewPrefixQuery(s)
-	case "wildcard":
-		q = query.NewWildcardQuery(s)
-	case "regexp":
-		q = query.NewRegexpQuery(s)
-	case "fuzzy":
-		fq := query.NewFuzzyQuery(s)
-		fq.SetPrefix(int(pl))
-		if fz == nil || fz.auto {
-			fq.SetAutoFuzziness(true)
-		} else {
-			fq.SetFuzziness(fz.edits)
-		}
-		q = fq
-	}
-	return boosted(withField(q, field), boost), nil
-}
-
-func (c *compiler) constantScore(body json.RawMessage) (query.Query, *apiError) {
-	obj, e := decodeObject(body, "constant_score")
-	if e != nil {
-		return nil, e
-	}
-	p := params(obj)
-	raw, ok := p.take("filter")
-	if !ok {
-		return nil, parsingError("[constant_score] requires a 'filter' element")
-	}
-	boost, e := p.float("boost", 1)
-	if e != nil {
-		return nil, e
-	}
-	if e := p.rest("constant_score"); e != nil {
-		return nil, e
-	}
-	f, e := c.compile(raw)
-	if e != nil {
-		return nil, e
-	}
-	if isNone(f) {
-		return f, nil
-	}
-	all := query.NewMatchAllQuery()
-	all.SetBoost(boost)
-	if isAll(f) {
-		return all, nil
-	}
-	bq := query.NewBooleanQuery([]query.Query{all}, nil, nil)
-	bq.AddFilter(f)
-	return bq, nil
-}
-
-func (c *compiler) disMax(body json.RawMessage) (query.Query, *apiError) {
-	obj, e := decodeObject(body, "dis_max")
-	if e != nil {
-		return nil, e
-	}
-	p := params(obj)
-	raw, ok := p.take("queries")
-	if !ok {
-		return nil, parsingError("[dis_max] requires 'queries' field")
-	}
-	boost, e := p.float("boost", 1)
-	if e != nil {
-		return nil, e
-	}
-	if e := p.rest("dis_max", "tie_breaker"); e != nil {
-		return nil, e
-	}
-	qs, e := c.clauses(raw)
-	if e != nil {
-		return nil, e
-	}
-	qs = slices.DeleteFunc(qs, isNone)
-	switch len(qs) {
-	case 0:
-		return none(), nil
-	case 1:
-		return boosted(qs[0], boost), nil
-	}
-	return boosted(query.NewDisjunctionQuery(qs), boost), nil
 }
 
 // wildcardMatch matches s against a pattern where '*' stands for any run

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/numeric"
@@ -296,6 +295,9 @@ func parseSort(raw json.RawMessage) ([]sortKey, *apiError) {
 							return nil, unsupported("[sort] missing value [%s]", string(opts[opt]))
 						}
 					case "mode":
+						if slices.Contains(unsupportedModes, sv) {
+							return nil, unsupported("[sort] mode [%s]", sv)
+						}
 						if !slices.Contains(sortModes, sv) {
 							return nil, illegalArgument("Illegal sort mode: %s", sv)
 						}
@@ -411,9 +413,6 @@ func (c *compiler) sortOrder(keys []sortKey) (search.SortOrder, []sortSpec, *api
 			case "max":
 				sf.Mode = search.SortFieldMax
 			}
-			if customMode(k.mode) && spec.kind != kindLong && spec.kind != kindDouble {
-				return nil, nil, illegalArgument("sort mode [%s] is only allowed on numeric fields, not on [%s]", k.mode, k.field)
-			}
 			order = append(order, sf)
 		}
 		specs = append(specs, spec)
@@ -494,7 +493,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, q *request, name string, co
 }
 
 func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
-	c := &compiler{ix: ix, m: ix.mapping.Load(), now: time.Now()}
+	c := &compiler{ix: ix, m: ix.mapping.Load()}
 	bq, e := c.topQuery(sp)
 	if e != nil {
 		return 0, e
@@ -510,14 +509,7 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	if e != nil {
 		return 0, e
 	}
-	// Modes bleve cannot sort by: take every hit in bleve's order (which
-	// ends by id), and sort them here, stably, by the keys' values.
-	custom := !count && slices.ContainsFunc(sp.sort, func(k sortKey) bool { return customMode(k.mode) })
-	from := sp.from
-	if custom {
-		size, from = ix.maxResultWindow, 0
-	}
-	req := bleve.NewSearchRequestOptions(bq, size, from, false)
+	req := bleve.NewSearchRequestOptions(bq, size, sp.from, false)
 	req.SortByCustom(order)
 	req.Fields = []string{fieldSource}
 	if sp.version || sp.seqNo {
@@ -530,25 +522,6 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	shards := shardsInfo{Total: 1, Successful: 1, Skipped: new(0)}
 	if count {
 		return http.StatusOK, map[string]any{"count": res.Total, "_shards": shards}
-	}
-	if custom {
-		vals := make(map[*search.DocumentMatch][]any, len(res.Hits))
-		for _, h := range res.Hits {
-			row := make([]any, len(specs))
-			for i, spec := range specs {
-				row[i] = sortValue(spec, h)
-			}
-			vals[h] = row
-		}
-		slices.SortStableFunc(res.Hits, func(a, b *search.DocumentMatch) int {
-			for i, spec := range specs {
-				if c := compareSortValues(spec.key, vals[a][i], vals[b][i]); c != 0 {
-					return c
-				}
-			}
-			return 0
-		})
-		res.Hits = res.Hits[min(sp.from, len(res.Hits)):min(sp.from+sp.size, len(res.Hits))]
 	}
 	scored := len(sp.sort) == 0 || sp.trackScores || slices.ContainsFunc(sp.sort, func(k sortKey) bool { return k.field == "_score" })
 	hits := make([]searchHit, 0, len(res.Hits))

@@ -3,7 +3,6 @@ package search
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,13 +11,13 @@ import (
 )
 
 // Sort modes pick one value of a multi-valued numeric field, as OpenSearch's
-// MultiValueMode does: min, max, sum, avg (a long's rounded), median (the
-// middle value, or the two middle ones' mean, rounded).
-var sortModes = []string{"min", "max", "sum", "avg", "median"}
-
-// customMode reports a mode bleve cannot sort by (it knows min and max):
-// the search then sorts its hits itself.
-func customMode(mode string) bool { return mode == "sum" || mode == "avg" || mode == "median" }
+// MultiValueMode does. Served: min and max, which bleve sorts by. Refused
+// with a 400: sum, avg and median, which nothing shopstream sends uses
+// (docs/decisions.md, "Local search").
+var (
+	sortModes        = []string{"min", "max"}
+	unsupportedModes = []string{"sum", "avg", "median"}
+)
 
 // numbersAt reads the numbers a document's source holds at a dotted field
 // path, arrays flattened, as JSON numbers (exact: a long keeps its 64 bits).
@@ -73,24 +72,8 @@ func pickLong(nums []json.Number, mode string) (int64, bool) {
 		return 0, false
 	}
 	slices.Sort(vs)
-	switch mode {
-	case "max":
+	if mode == "max" {
 		return vs[len(vs)-1], true
-	case "sum", "avg":
-		var total int64
-		for _, v := range vs {
-			total += v
-		}
-		if mode == "avg" && len(vs) > 1 {
-			return int64(math.Round(float64(total) / float64(len(vs)))), true
-		}
-		return total, true
-	case "median":
-		m := len(vs) / 2
-		if len(vs)%2 == 0 {
-			return int64(math.Round((float64(vs[m-1]) + float64(vs[m])) / 2)), true
-		}
-		return vs[m], true
 	}
 	return vs[0], true
 }
@@ -107,26 +90,8 @@ func pickDouble(nums []json.Number, mode string) (float64, bool) {
 		return 0, false
 	}
 	slices.Sort(vs)
-	switch mode {
-	case "max":
+	if mode == "max" {
 		return vs[len(vs)-1], true
-	case "sum", "avg":
-		total := 0.0
-		for _, v := range vs {
-			total += v
-		}
-		if mode == "avg" {
-			return total / float64(len(vs)), true
-		}
-		return total, true
-	case "median":
-		m := len(vs) / 2
-		if len(vs)%2 == 0 {
-			// A double median is the mean of the middle two, unrounded
-			// (260_sort_double: 1.95 for -1.9 and 5.8).
-			return (vs[m-1] + vs[m]) / 2, true
-		}
-		return vs[m], true
 	}
 	return vs[0], true
 }
@@ -145,7 +110,7 @@ func modeOf(k sortKey) string {
 
 // sourceSortValue is the sort value of a numeric field from the hit's
 // source: exact for a long (bleve keeps numbers as float64, which loses a
-// long's low bits), and by any mode.
+// long's low bits), by the key's mode.
 func sourceSortValue(spec sortSpec, source []byte) (any, bool) {
 	nums := numbersAt(source, spec.key.field)
 	switch spec.kind {
@@ -157,53 +122,6 @@ func sourceSortValue(spec sortSpec, source []byte) (any, bool) {
 		return v, ok
 	}
 	return nil, false
-}
-
-// compareSortValues orders two sort values of one key: missing ones first
-// or last as the key says, then ascending or descending.
-func compareSortValues(k sortKey, a, b any) int {
-	switch {
-	case a == nil && b == nil:
-		return 0
-	case a == nil || b == nil:
-		missing := 1
-		if k.missingFirst {
-			missing = -1
-		}
-		if a == nil {
-			return missing
-		}
-		return -missing
-	}
-	c := 0
-	switch a := a.(type) {
-	case int64:
-		c = cmpInt(a, b.(int64))
-	case float64:
-		bf := b.(float64)
-		switch {
-		case a < bf:
-			c = -1
-		case a > bf:
-			c = 1
-		}
-	case string:
-		c = strings.Compare(a, b.(string))
-	}
-	if k.desc {
-		c = -c
-	}
-	return c
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // hitSource is the stored source of a hit.

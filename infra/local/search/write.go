@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -311,77 +310,13 @@ func (w *writer) do(op *writeOp) (writeResult, error) {
 	return fail(illegalArgument("unknown action [%s]", op.action))
 }
 
+// update refuses the update API (POST /{index}/_update/{id} and bulk
+// update): nothing shopstream sends uses it (docs/decisions.md, "Local
+// search"), so it is answered with a 400 rather than emulated.
 func (w *writer) update(op *writeOp, res writeResult) (writeResult, error) {
-	fail := func(e *apiError) (writeResult, error) {
-		res.status, res.err = e.status, e
-		return res, nil
-	}
-	var body struct {
-		Doc            json.RawMessage `json:"doc"`
-		Upsert         json.RawMessage `json:"upsert"`
-		DocAsUpsert    bool            `json:"doc_as_upsert"`
-		DetectNoop     *bool           `json:"detect_noop"`
-		Script         json.RawMessage `json:"script"`
-		ScriptedUpsert bool            `json:"scripted_upsert"`
-	}
-	if err := strictUnmarshal(op.source, &body); err != nil {
-		return fail(parsingError("failed to parse update request: %v", err))
-	}
-	if len(body.Script) > 0 || body.ScriptedUpsert {
-		return fail(unsupported("scripted updates"))
-	}
-	if len(body.Doc) == 0 && len(body.Upsert) == 0 {
-		return fail(validationError("script or doc is missing"))
-	}
-	cur, err := w.lookup(op.id, true)
-	if err != nil {
-		return res, err
-	}
-	if e := w.conflict(op, cur); e != nil {
-		return fail(e)
-	}
-	var merged map[string]any
-	switch {
-	case cur.exists:
-		old, err := decodeSource(cur.source)
-		if err != nil {
-			return res, fmt.Errorf("index %s: stored source of %q: %w", w.ix.name, op.id, err)
-		}
-		if len(body.Doc) == 0 {
-			res.version, res.seqNo, res.result, res.status = cur.state.version, cur.state.seqNo, "noop", http.StatusOK
-			return res, nil
-		}
-		patch, err := decodeSource(body.Doc)
-		if err != nil {
-			return fail(mapperParsing(w.ix, "failed to parse [doc]: %v", err))
-		}
-		merged = mergeObjects(old, patch)
-		if (body.DetectNoop == nil || *body.DetectNoop) && reflect.DeepEqual(merged, old) {
-			res.version, res.seqNo, res.result, res.status = cur.state.version, cur.state.seqNo, "noop", http.StatusOK
-			return res, nil
-		}
-	case body.DocAsUpsert && len(body.Doc) > 0:
-		if merged, err = decodeSource(body.Doc); err != nil {
-			return fail(mapperParsing(w.ix, "failed to parse [doc]: %v", err))
-		}
-	case len(body.Upsert) > 0:
-		if merged, err = decodeSource(body.Upsert); err != nil {
-			return fail(mapperParsing(w.ix, "failed to parse [upsert]: %v", err))
-		}
-	default:
-		e := newError(http.StatusNotFound, "document_missing_exception", "[%s]: document missing", op.id)
-		e.index, e.uuid = w.ix.name, w.ix.meta.UUID
-		return fail(e)
-	}
-	raw, err := json.Marshal(merged)
-	if err != nil {
-		return fail(mapperParsing(w.ix, "failed to encode the updated document: %v", err))
-	}
-	b := newDocBuilder(w.ix, w.m, op.id)
-	if e := b.build(merged, raw); e != nil {
-		return fail(e)
-	}
-	return w.put(res, b, cur, w.nextVersion(op, cur), raw), nil
+	e := unsupported("the update API ([_update] and bulk [update])")
+	res.status, res.err = e.status, e
+	return res, nil
 }
 
 // put adds a built document to the batch.

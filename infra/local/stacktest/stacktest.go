@@ -20,11 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/endpoints"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/tables"
 )
-
-// ArchiveBucket is the bucket the shared stack creates.
-const ArchiveBucket = "shopstream-archive"
 
 var shared struct {
 	once  sync.Once
@@ -47,7 +45,7 @@ func Stack(tb testing.TB) *endpoints.Stack {
 		shared.stack, shared.err = endpoints.Start(ctx, endpoints.Config{
 			TTLSweepInterval: time.Second,
 			SweepTables:      func(table string) bool { return !strings.HasPrefix(table, ownPrefix) },
-			Buckets:          []string{ArchiveBucket},
+			Buckets:          []string{envcontract.LocalArchiveBucket},
 			Logger:           slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		})
 	})

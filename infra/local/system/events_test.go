@@ -25,6 +25,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -63,7 +64,7 @@ func TestSampleEventsUnderMakeInvoke(t *testing.T) {
 		return v
 	}
 	archived := func(tbl string) int64 {
-		list, err := sys.S3().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String(tbl + "/")})
+		list, err := sys.S3().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(envcontract.LocalArchiveBucket), Prefix: aws.String(tbl + "/")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -30,7 +30,7 @@ func TestSecondSDK(t *testing.T) {
 		"SHOPSTREAM_DYNAMODB="+sys.DynamoDBURL,
 		"SHOPSTREAM_S3="+sys.S3URL,
 		"SHOPSTREAM_API="+sys.APIURL,
-		"SHOPSTREAM_BUCKET="+system.DefaultArchiveBucket,
+		"SHOPSTREAM_BUCKET="+envcontract.LocalArchiveBucket,
 		"SHOPSTREAM_CARTS_TABLE="+sys.Env["CARTS_TABLE"],
 		"SHOPSTREAM_TABLES="+strings.Join(names, ","),
 		// Endpoints and credentials come from the script alone.

@@ -23,6 +23,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/esm"
 	"github.com/shopstream/shopstream/infra/local/lambdart"
 	"github.com/shopstream/shopstream/shared/cursor"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/migrations"
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -63,12 +64,6 @@ type Config struct {
 
 // DefaultJWTSecret is LOCAL_JWT_SECRET's default.
 const DefaultJWTSecret = "shopstream-local-secret"
-
-// DefaultCursorSecret signs cursors locally when CURSOR_SECRET is unset.
-const DefaultCursorSecret = "shopstream-local-cursor-secret"
-
-// DefaultArchiveBucket is ARCHIVE_BUCKET's local default.
-const DefaultArchiveBucket = "shopstream-archive"
 
 // DefaultFailureBucket is FAILURE_BUCKET's local default.
 const DefaultFailureBucket = "shopstream-failures"
@@ -119,8 +114,8 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 		cfg.Metrics = io.Discard
 	}
 	env := map[string]string{
-		"CURSOR_SECRET":  DefaultCursorSecret,
-		"ARCHIVE_BUCKET": DefaultArchiveBucket,
+		envcontract.CursorSecret:  envcontract.DevCursorSecret,
+		envcontract.ArchiveBucket: envcontract.LocalArchiveBucket,
 	}
 	for k, v := range cfg.Env {
 		if v != "" {
@@ -130,7 +125,7 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 	if cfg.FailureBucket == "" {
 		cfg.FailureBucket = DefaultFailureBucket
 	}
-	cfg.Stack.Buckets = append(cfg.Stack.Buckets, env["ARCHIVE_BUCKET"], cfg.FailureBucket)
+	cfg.Stack.Buckets = append(cfg.Stack.Buckets, env[envcontract.ArchiveBucket], cfg.FailureBucket)
 	st, err := endpoints.Start(ctx, cfg.Stack)
 	if err != nil {
 		return nil, err
@@ -147,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 	for _, t := range tables.All() {
 		env[t.EnvVar] = tables.Physical(cfg.TablePrefix, t.Name)
 	}
-	env["SEARCH_URL"] = st.SearchURL
+	env[envcontract.SearchURL] = st.SearchURL
 	getenv := func(k string) string { return env[k] }
 
 	api, err := s.api(getenv, cfg)
@@ -171,9 +166,10 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 	return s, nil
 }
 
-// api builds the API handler exactly as functions/api does, but with local clients.
+// api builds the API handler exactly as functions/api does, but with local
+// clients, from the variables of its contract only (shared/envcontract).
 func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, error) {
-	apiCfg, err := httpapi.ConfigFromEnv(getenv)
+	apiCfg, err := httpapi.ConfigFromEnv(envcontract.Of(wiring.API).Only(getenv))
 	if err != nil {
 		return nil, fmt.Errorf("api config: %w", err)
 	}

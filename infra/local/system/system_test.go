@@ -24,6 +24,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
+	"github.com/shopstream/shopstream/shared/envcontract"
 )
 
 // start runs a whole system of the test's own on the binary's DynamoDB Local.
@@ -239,7 +240,7 @@ func archived(t *testing.T, sys *system.System, table string) []archiveLine {
 	t.Helper()
 	ctx := context.Background()
 	c := sys.S3()
-	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String(table + "/")})
+	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(envcontract.LocalArchiveBucket), Prefix: aws.String(table + "/")})
 	if err != nil {
 		t.Fatalf("list archive: %v", err)
 	}
@@ -250,7 +251,7 @@ func archived(t *testing.T, sys *system.System, table string) []archiveLine {
 		if !strings.HasPrefix(key, table+"/"+day+"/") || !strings.HasSuffix(key, ".jsonl.gz") {
 			t.Errorf("archive key %q: want %s/%s/<object>.jsonl.gz", key, table, day)
 		}
-		obj, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: o.Key})
+		obj, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(envcontract.LocalArchiveBucket), Key: o.Key})
 		if err != nil {
 			t.Fatalf("get %s: %v", key, err)
 		}

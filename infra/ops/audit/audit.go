@@ -42,6 +42,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/shared/facts"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // DB is the part of the DynamoDB client the audit uses.
@@ -60,18 +61,13 @@ type Archive interface {
 	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
 
-// Tables are the physical names of the tables the audit reads.
-type Tables struct {
-	Users, Products, Orders, Reviews string
-	// Markers is the counters' marker table (counter-events).
-	Markers string
-}
-
 // Config configures an Auditor.
 type Config struct {
-	DB     DB
-	S3     Archive
-	Tables Tables
+	DB DB
+	S3 Archive
+	// Tables are the names of the tables the audit reads: users, products,
+	// orders, reviews and the counters' markers (counter-events).
+	Tables tables.Names
 	// Bucket is the archive bucket (ARCHIVE_BUCKET).
 	Bucket string
 	// FailureBucket, when set, is read for the batches not replayed yet:

@@ -23,8 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/failures"
 )
@@ -52,7 +52,7 @@ func digestKeys(t *testing.T, f *fixture) []string { return listKeys(t, f, audit
 // listKeys lists the archive bucket's keys under prefix.
 func listKeys(t *testing.T, f *fixture, prefix string) []string {
 	t.Helper()
-	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(system.DefaultArchiveBucket), Prefix: aws.String(prefix)})
+	out, err := f.sys.S3().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(envcontract.LocalArchiveBucket), Prefix: aws.String(prefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,14 +337,14 @@ func gz(lines ...string) []byte {
 
 func (f *fixture) put(key string, body []byte) {
 	f.t.Helper()
-	if _, err := f.sys.S3().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+	if _, err := f.sys.S3().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(envcontract.LocalArchiveBucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 func (f *fixture) get(key string) []byte {
 	f.t.Helper()
-	out, err := f.sys.S3().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: aws.String(key)})
+	out, err := f.sys.S3().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(envcontract.LocalArchiveBucket), Key: aws.String(key)})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -442,7 +442,7 @@ func unreadableArchiveObjectFailsTheAudit(t *testing.T, f *fixture, us, ps []str
 func archiveDigestSparesMarkedObjects(t *testing.T, f *fixture, us, ps []string) {
 	ctx := context.Background()
 	for _, k := range digestKeys(t, f) {
-		if _, err := f.sys.S3().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(system.DefaultArchiveBucket), Key: aws.String(k)}); err != nil {
+		if _, err := f.sys.S3().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(envcontract.LocalArchiveBucket), Key: aws.String(k)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -471,7 +471,7 @@ func archiveDigestSparesMarkedObjects(t *testing.T, f *fixture, us, ps []string)
 		t.Fatalf("archive line: %+v, %v", line, err)
 	}
 	placed := facts.Placed(facts.Order{OrderID: line.Item.OrderID}).Key
-	if _, err := f.sys.DynamoDB().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.tables().Markers),
+	if _, err := f.sys.DynamoDB().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.tables().CounterEvents),
 		Key: map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: placed}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -155,8 +155,8 @@ func BenchmarkAudit(b *testing.B) {
 		}
 	}
 	a := audit.New(audit.Config{DB: db, S3: s3c, Bucket: "bench-archive", Settle: time.Millisecond,
-		Tables: audit.Tables{Users: name(tables.Users), Products: name(tables.Products), Orders: name(tables.Orders), Reviews: name(tables.Reviews),
-			Markers: name(tables.CounterEvents)}})
+		Tables: tables.Names{Users: name(tables.Users), Products: name(tables.Products), Orders: name(tables.Orders), Reviews: name(tables.Reviews),
+			CounterEvents: name(tables.CounterEvents)}})
 	check := func(rep audit.Report, err error, read int) {
 		b.Helper()
 		if err != nil {

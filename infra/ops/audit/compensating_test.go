@@ -69,10 +69,7 @@ func TestCompensatingReviewsAcrossTheRepair(t *testing.T) {
 	}
 
 	// The counters resume: A's INSERT, B's INSERT, A's REMOVE.
-	h := counting.New(counting.Deps{DB: f.sys.DynamoDB(), Tables: counting.Tables{
-		Orders: tables.Physical(f.prefix, tables.Orders), Reviews: tables.Physical(f.prefix, tables.Reviews),
-		Users: tables.Physical(f.prefix, tables.Users), Products: tables.Physical(f.prefix, tables.Products),
-		CounterEvents: tables.Physical(f.prefix, tables.CounterEvents)}})
+	h := counting.New(counting.Deps{DB: f.sys.DynamoDB(), Tables: tables.WithPrefix(f.prefix)})
 	arn := "arn:aws:dynamodb:us-east-1:000000000000:table/" + tables.Physical(f.prefix, tables.Reviews) + "/stream/2026-11-24T00:00:00.000"
 	now := time.Now()
 	rec := func(id, name string, old, new map[string]events.DynamoDBAttributeValue, at time.Time) events.DynamoDBEventRecord {

@@ -21,6 +21,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/infra/ops/audit"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/orders"
 	"github.com/shopstream/shopstream/shared/products"
@@ -113,13 +114,7 @@ func newFixtureLimits(t *testing.T, retention time.Duration, keep func(wiring.Ma
 	}
 }
 
-func (f *fixture) tables() audit.Tables {
-	return audit.Tables{
-		Users: tables.Physical(f.prefix, tables.Users), Products: tables.Physical(f.prefix, tables.Products),
-		Orders: tables.Physical(f.prefix, tables.Orders), Reviews: tables.Physical(f.prefix, tables.Reviews),
-		Markers: tables.Physical(f.prefix, tables.CounterEvents),
-	}
-}
+func (f *fixture) tables() tables.Names { return tables.WithPrefix(f.prefix) }
 
 func (f *fixture) auditor(cfg audit.Config) *audit.Auditor {
 	cfg.DB = f.sys.DynamoDB()
@@ -128,7 +123,7 @@ func (f *fixture) auditor(cfg audit.Config) *audit.Auditor {
 	}
 	cfg.Tables = f.tables()
 	if cfg.Bucket == "" {
-		cfg.Bucket = system.DefaultArchiveBucket
+		cfg.Bucket = envcontract.LocalArchiveBucket
 	}
 	if cfg.Settle == 0 {
 		cfg.Settle = settle

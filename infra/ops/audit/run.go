@@ -148,7 +148,7 @@ func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
 	m := newMarkers()
 	var mu sync.Mutex
 	var problems []Problem
-	err := scan.Table(ctx, a.cfg.DB, scan.Input{Table: a.cfg.Tables.Markers, Segments: a.cfg.Segments, Consistent: true},
+	err := scan.Table(ctx, a.cfg.DB, scan.Input{Table: a.cfg.Tables.CounterEvents, Segments: a.cfg.Segments, Consistent: true},
 		func(items []map[string]types.AttributeValue) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -156,7 +156,7 @@ func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
 				f, err := facts.DecodeMarker(item)
 				switch {
 				case err != nil:
-					problems = append(problems, Problem{Where: "table " + a.cfg.Tables.Markers, Err: err.Error()})
+					problems = append(problems, Problem{Where: "table " + a.cfg.Tables.CounterEvents, Err: err.Error()})
 				case f.Effects == nil:
 					m.legacy++
 				default:
@@ -176,14 +176,14 @@ func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
 func (a *Auditor) present(ctx context.Context, keys []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for start := 0; start < len(keys); start += 100 {
-		req := map[string]types.KeysAndAttributes{a.cfg.Tables.Markers: {ConsistentRead: aws.Bool(true)}}
-		ka := req[a.cfg.Tables.Markers]
+		req := map[string]types.KeysAndAttributes{a.cfg.Tables.CounterEvents: {ConsistentRead: aws.Bool(true)}}
+		ka := req[a.cfg.Tables.CounterEvents]
 		for _, k := range keys[start:min(start+100, len(keys))] {
 			ka.Keys = append(ka.Keys, map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: k}})
 		}
 		ka.ProjectionExpression = aws.String("#k")
 		ka.ExpressionAttributeNames = map[string]string{"#k": facts.KeyAttr}
-		req[a.cfg.Tables.Markers] = ka
+		req[a.cfg.Tables.CounterEvents] = ka
 		err := ddbcall.BatchGet(ctx, a.cfg.DB, req, retries, func(_ string, item map[string]types.AttributeValue) error {
 			if k, ok := item[facts.KeyAttr].(*types.AttributeValueMemberS); ok {
 				out[k.Value] = true
@@ -481,9 +481,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 			failed[it] = true
 		}
 		if len(toFold) > 0 {
-			h := counting.New(counting.Deps{DB: a.cfg.DB, Tables: counting.Tables{
-				Orders: a.cfg.Tables.Orders, Reviews: a.cfg.Tables.Reviews, Users: a.cfg.Tables.Users,
-				Products: a.cfg.Tables.Products, CounterEvents: a.cfg.Tables.Markers}})
+			h := counting.New(counting.Deps{DB: a.cfg.DB, Tables: a.cfg.Tables})
 			res := h.Fold(ctx, toFold)
 			a.cfg.Progress.Note("%d facts folded in, %d applied meanwhile, %d failed", len(res.Applied), len(toFold)-len(res.Applied)-len(res.Failed), len(res.Failed))
 			byKey := map[string]facts.Fact{}

@@ -67,13 +67,13 @@ func TestAuditAsksAgainForUnprocessedKeys(t *testing.T) {
 		for _, o := range []string{o1.OrderID, o2.OrderID} {
 			k := facts.Placed(facts.Order{OrderID: o}).Key
 			keys = append(keys, k)
-			if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.tables().Markers),
+			if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.tables().CounterEvents),
 				Key: map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: k}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		clock.Refill()
-		stacktest.SpendReads(t, db, f.tables().Markers, map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: keys[0]}})
+		stacktest.SpendReads(t, db, f.tables().CounterEvents, map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: keys[0]}})
 		stop := stacktest.RefillOnUnprocessed(t, f.sys.Stack, clock)
 		rep := run(t, f.auditor(audit.Config{Settle: 10 * time.Millisecond}))
 		if !stop() {

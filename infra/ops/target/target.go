@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -58,7 +59,6 @@ type Target struct {
 // Local defaults, as `make run` has them.
 const (
 	localDefaultFailureBucket = "shopstream-failures"
-	localDefaultArchiveBucket = "shopstream-archive"
 	localRegion               = "us-east-1"
 )
 
@@ -86,9 +86,9 @@ func resolveLocal(getenv func(string) string) (*Target, error) {
 	}
 	t := &Target{
 		AWS:    aws.Config{Region: localRegion, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")},
-		Tables: tables.Names(getenv("TABLE_PREFIX")), TablePrefix: getenv("TABLE_PREFIX"), Functions: map[string]string{}, MappingIDs: map[string]string{},
+		Tables: tables.WithPrefix(getenv("TABLE_PREFIX")).Map(), TablePrefix: getenv("TABLE_PREFIX"), Functions: map[string]string{}, MappingIDs: map[string]string{},
 		FailureBucket: or(getenv("FAILURE_BUCKET"), localDefaultFailureBucket),
-		ArchiveBucket: or(getenv("ARCHIVE_BUCKET"), localDefaultArchiveBucket),
+		ArchiveBucket: or(getenv(envcontract.ArchiveBucket), envcontract.LocalArchiveBucket),
 	}
 	var err error
 	if t.DynamoDBURL, err = port("DYNAMODB_PORT", 8000); err != nil {
@@ -230,7 +230,7 @@ func (t *Target) S3() *s3.Client {
 // under their variables, the archive bucket and the search endpoint, as the
 // CDK app and the local stack set them.
 func (t *Target) Env() map[string]string {
-	env := map[string]string{"ARCHIVE_BUCKET": t.ArchiveBucket, "SEARCH_URL": t.SearchURL}
+	env := map[string]string{envcontract.ArchiveBucket: t.ArchiveBucket, envcontract.SearchURL: t.SearchURL}
 	for _, tb := range tables.All() {
 		env[tb.EnvVar] = t.Tables[tb.Name]
 	}
