@@ -1,8 +1,15 @@
 package httpapi_test
 
 import (
+	"context"
 	"sync"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 func TestIdempotencyKeys(t *testing.T) {
@@ -105,5 +112,45 @@ func TestIdempotencyKeysDoNotAlias(t *testing.T) {
 	}
 	if s := e.stock(p); s != 8 {
 		t.Errorf("got stock %d, want 8 (two orders)", s)
+	}
+}
+
+// TestKeptResponseLayout: the response kept under an Idempotency-Key is the
+// item's "response" map of status, contentType, location and body, the
+// layout release 0.2.0 reads: a replay during a canary may reach it.
+func TestKeptResponseLayout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("kai")
+	p := e.mustProduct("Lamp", "lighting", 2500, 100)
+	first := e.do("POST", "/users/kai/orders", userCaller("kai"), map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 1}}}, "Idempotency-Key", "k-layout")
+	want(t, first, 201)
+	out, err := e.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(tables.Physical(e.prefix, tables.IdempotencyKeys))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []struct {
+		Response struct {
+			Status      int    `dynamodbav:"status"`
+			ContentType string `dynamodbav:"contentType"`
+			Location    string `dynamodbav:"location"`
+			Body        string `dynamodbav:"body"`
+		} `dynamodbav:"response"`
+	}
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &kept); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, k := range kept {
+		r := k.Response
+		if r.Location == first.Headers["location"] {
+			found = true
+			if r.Status != 201 || r.ContentType != "application/json" || r.Body != first.Body {
+				t.Errorf("got kept response %+v, want 201 application/json with the first body", r)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no kept response with location %s among %d items", first.Headers["location"], len(kept))
 	}
 }

@@ -15,35 +15,31 @@ import (
 	"github.com/shopstream/shopstream/shared/shapes"
 )
 
-// Response is a stored response, replayed for a repeated idempotency key.
-type Response struct {
-	Status      int    `dynamodbav:"status"`
-	ContentType string `dynamodbav:"contentType"`
-	Location    string `dynamodbav:"location,omitempty"`
-	Body        string `dynamodbav:"body"`
-}
-
 // Remembered is what an idempotency key holds: a fingerprint of the request
-// that used it first, and the response it got.
+// that used it first, and what its caller kept for a replay, as the caller
+// gave it (the store never reads into it).
 type Remembered struct {
 	Key         string      `dynamodbav:"idempotencyKey"`
 	RequestHash string      `dynamodbav:"requestHash"`
-	Response    Response    `dynamodbav:"response"`
 	CreatedAt   string      `dynamodbav:"createdAt"`
 	ExpiresAt   clock.Epoch `dynamodbav:"expiresAt"`
 	Shape       int         `dynamodbav:"shape,omitempty"`
+	// Kept is the item's "response" attribute: opaque to the store.
+	Kept types.AttributeValue `dynamodbav:"-"`
 }
 
 // ErrKeyUsed is returned by a write whose idempotency key another request
-// used first; Recall then gives that request's response.
+// used first; Recall then gives what that request kept.
 var ErrKeyUsed = errors.New("idempotency key already used")
 
-// Idempotency is an idempotency key to claim in a write: Key (already scoped
-// to the caller and route), the request's fingerprint, and how to render the
-// response of a successful write.
-type Idempotency struct {
+// Claim is an idempotency key that a write claims in its own transaction:
+// Key (already scoped to the caller and route), the request's fingerprint,
+// and Keep, which makes from the write's result what a replay gets back.
+// The store keeps what Keep returns as it is given.
+type Claim[T any] struct {
 	Key         string
 	RequestHash string
+	Keep        func(T) (types.AttributeValue, error)
 }
 
 func idemKey(k string) map[string]types.AttributeValue {
@@ -66,6 +62,7 @@ func (s *Store) Recall(ctx context.Context, key string) (Remembered, bool, error
 	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
 		return Remembered{}, false, fmt.Errorf("recall idempotency key: %w", err)
 	}
+	r.Kept = out.Item[keptAttr]
 	if int64(r.ExpiresAt) <= s.nowEpoch() {
 		return Remembered{}, false, nil
 	}
@@ -79,17 +76,28 @@ func (s *Store) claimCondition() expression.Expression {
 	return mustBuild(expression.NewBuilder().WithCondition(c))
 }
 
-func (s *Store) remembered(idem Idempotency, resp Response) (map[string]types.AttributeValue, error) {
+// keptAttr is the attribute that holds what a key's first request kept.
+const keptAttr = "response"
+
+func (s *Store) remembered(key, requestHash string, kept types.AttributeValue) (map[string]types.AttributeValue, error) {
+	if kept == nil {
+		return nil, errors.New("nothing to keep")
+	}
 	now := s.now()
-	return attributevalue.MarshalMap(Remembered{
-		Key: idem.Key, RequestHash: idem.RequestHash, Response: resp,
+	item, err := attributevalue.MarshalMap(Remembered{
+		Key: key, RequestHash: requestHash,
 		CreatedAt: clock.Format(now), ExpiresAt: clock.EpochOf(now.Add(s.cfg.IdempotencyTTL)), Shape: shapes.IdempotencyKey,
 	})
+	if err != nil {
+		return nil, err
+	}
+	item[keptAttr] = kept
+	return item, nil
 }
 
 // claimPut is the transaction action that claims an idempotency key.
-func (s *Store) claimPut(idem Idempotency, resp Response) (types.TransactWriteItem, error) {
-	item, err := s.remembered(idem, resp)
+func (s *Store) claimPut(key, requestHash string, kept types.AttributeValue) (types.TransactWriteItem, error) {
+	item, err := s.remembered(key, requestHash, kept)
 	if err != nil {
 		return types.TransactWriteItem{}, err
 	}
@@ -100,11 +108,11 @@ func (s *Store) claimPut(idem Idempotency, resp Response) (types.TransactWriteIt
 	}}, nil
 }
 
-// Remember stores the response of a request that changed nothing (a refusal
-// such as "short of stock"), so a replay gets the same answer. It returns
-// ErrKeyUsed when another request claimed the key first.
-func (s *Store) Remember(ctx context.Context, idem Idempotency, resp Response) error {
-	item, err := s.remembered(idem, resp)
+// Remember keeps what a request that changed nothing (a refusal such as
+// "short of stock") is to replay under key, so a replay gets the same
+// answer. It returns ErrKeyUsed when another request claimed the key first.
+func (s *Store) Remember(ctx context.Context, key, requestHash string, kept types.AttributeValue) error {
+	item, err := s.remembered(key, requestHash, kept)
 	if err != nil {
 		return fmt.Errorf("remember idempotency key: %w", err)
 	}

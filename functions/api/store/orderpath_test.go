@@ -35,7 +35,7 @@ func TestOrderTooLargeForOneTransaction(t *testing.T) {
 		items = append(items, orders.Item{ProductID: p.ProductID, Quantity: 1000})
 		ids = append(ids, p.ProductID)
 	}
-	_, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil, nil)
+	_, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil)
 	var e *errcode.Error
 	if !errors.As(err, &e) || e.Code != errcode.Conflict || len(e.Products) == 0 {
 		t.Fatalf("got %v, want a conflict naming the products", err)
@@ -49,7 +49,7 @@ func TestOrderTooLargeForOneTransaction(t *testing.T) {
 	for i := range items {
 		items[i].Quantity = 500
 	}
-	if _, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil, nil); err != nil {
+	if _, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil); err != nil {
 		t.Fatalf("an order of 500 each: %v", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestStaleBucketCountIsNotShortOfStock(t *testing.T) {
 	}
 	db := stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}
 	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
-	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil, nil); err != nil {
+	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil); err != nil {
 		t.Fatalf("order 50 of 100 with a stale bucket count: %v", err)
 	}
 	if got := s.stock(p.ProductID); got != 50 {
@@ -230,7 +230,7 @@ func TestThrottledSoldOutOrderIsAConflict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 2}}}, nil, nil)
+		_, err = st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 2}}}, nil)
 		var e *errcode.Error
 		if !errors.As(err, &e) || e.Code != tc.want {
 			t.Fatalf("stock %d: got %v, want code %v", tc.stock, err, tc.want)

@@ -31,10 +31,6 @@ func orderKey(userID, orderID string) map[string]types.AttributeValue {
 	}
 }
 
-// Render turns a placed order into the response remembered under its
-// idempotency key, written in the order's own transaction.
-type Render func(orders.Order) (Response, error)
-
 // shortage is a Conflict naming the products an order cannot have.
 func shortage(gone, short []string) error {
 	var parts []string
@@ -53,13 +49,16 @@ func shortage(gone, short []string) error {
 // the product's stock buckets (one bucket drawn at random, or several when
 // no single bucket holds it), each decrement conditional on the bucket
 // holding what it takes and carrying the price and name read, and claims
-// idem when given. The catalog item is read, never written. A product is
-// short of stock only when a consistent read of all its buckets finds less
-// than the quantity. Cancellations by contention or throttling are retried
-// with jittered backoff. Codes: Invalid, NotFound (user not registered),
-// Conflict (short of stock, product gone, empty cart), Unavailable;
-// ErrKeyUsed when idem was used first by another request.
-func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, idem *Idempotency, render Render) (orders.Order, error) {
+// the idempotency key when given, keeping what claim.Keep makes of the
+// order. The catalog item is read, never written. A product is short of
+// stock only when a consistent read of all its buckets finds less than the
+// quantity. Cancellations by contention or throttling are retried with
+// jittered backoff; when the retries run out, a consistent read decides
+// between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
+// not registered), Conflict (short of stock, product gone, empty cart, too
+// large for one transaction), Unavailable; ErrKeyUsed when the claim's key
+// was used first by another request.
+func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, claim *Claim[orders.Order]) (orders.Order, error) {
 	// wide: products whose drawn bucket fell short, planned over all
 	// their buckets from a consistent read; consistent: the catalog read
 	// was found stale.
@@ -188,15 +187,15 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 		}
-		if n := len(tx.actions) + btoi(idem != nil); n > maxTransactItems {
+		if n := len(tx.actions) + btoi(claim != nil); n > maxTransactItems {
 			return orders.Order{}, tooLarge(n, takes)
 		}
-		if idem != nil {
-			resp, err := render(o)
+		if claim != nil {
+			kept, err := claim.Keep(o)
 			if err != nil {
 				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 			}
-			put, err := s.claimPut(*idem, resp)
+			put, err := s.claimPut(claim.Key, claim.RequestHash, kept)
 			if err != nil {
 				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
 			}

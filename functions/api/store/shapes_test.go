@@ -72,7 +72,7 @@ func (s *shapes) stock(id string) int64 {
 }
 
 func (s *shapes) order(id string, q int) (orders.Order, error) {
-	return s.st.PlaceOrder(context.Background(), "u1", orders.Request{Items: []orders.Item{{ProductID: id, Quantity: q}}}, nil, nil)
+	return s.st.PlaceOrder(context.Background(), "u1", orders.Request{Items: []orders.Item{{ProductID: id, Quantity: q}}}, nil)
 }
 
 // raw reads an item of a logical table as stored.

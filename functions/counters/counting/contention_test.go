@@ -53,7 +53,7 @@ func TestContentionWithStockOnHotProduct(t *testing.T) {
 			defer placing.Done()
 			for i := range perPlacer {
 				q := 1 + (p+i)%3
-				o, err := api.PlaceOrder(ctx, "buyer", orders.Request{Items: []orders.Item{{ProductID: hot.ProductID, Quantity: q}}}, nil, nil)
+				o, err := api.PlaceOrder(ctx, "buyer", orders.Request{Items: []orders.Item{{ProductID: hot.ProductID, Quantity: q}}}, nil)
 				if err != nil {
 					t.Errorf("place order: %v", err)
 					continue
