@@ -204,7 +204,7 @@ func TestMigrationBesideSales(t *testing.T) {
 					return
 				default:
 				}
-				_, err := f.st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: ids[i%len(ids)], Quantity: 2}}}, nil, nil)
+				_, err := f.st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: ids[i%len(ids)], Quantity: 2}}}, nil)
 				var e *errcode.Error
 				switch {
 				case err == nil:

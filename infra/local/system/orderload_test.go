@@ -169,7 +169,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Du
 				var calls atomic.Int64
 				octx := context.WithValue(ctx, callsKey{}, &calls)
 				t0 := time.Now()
-				_, err := st.PlaceOrder(octx, u, orders.Request{Items: []orders.Item{{ProductID: ids[rand.IntN(len(ids))], Quantity: 1 + rand.IntN(3)}}}, nil, nil)
+				_, err := st.PlaceOrder(octx, u, orders.Request{Items: []orders.Item{{ProductID: ids[rand.IntN(len(ids))], Quantity: 1 + rand.IntN(3)}}}, nil)
 				el := time.Since(t0)
 				var e *errcode.Error
 				mu.Lock()

@@ -195,7 +195,7 @@ func (f *fixture) order(userID string, pids []string, qty []int) (orders.Order, 
 	for i, p := range pids {
 		items = append(items, orders.Item{ProductID: p, Quantity: qty[i]})
 	}
-	o, err := f.st.PlaceOrder(context.Background(), userID, orders.Request{Items: items}, nil, nil)
+	o, err := f.st.PlaceOrder(context.Background(), userID, orders.Request{Items: items}, nil)
 	if err != nil {
 		return o, err
 	}

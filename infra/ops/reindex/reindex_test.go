@@ -210,7 +210,7 @@ func (f *fixture) catalog(n int) []string {
 		ids = append(ids, p.ProductID)
 	}
 	for i, id := range ids[:n/2] {
-		if _, err := f.st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: id, Quantity: 1 + i%3}}}, nil, nil); err != nil {
+		if _, err := f.st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: id, Quantity: 1 + i%3}}}, nil); err != nil {
 			f.t.Fatal(err)
 		}
 		r := 1 + i%5
