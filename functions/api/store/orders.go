@@ -59,214 +59,289 @@ func shortage(gone, short []string) error {
 // large for one transaction), Unavailable; ErrKeyUsed when the claim's key
 // was used first by another request.
 func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, claim *Claim[orders.Order]) (orders.Order, error) {
-	// wide: products whose drawn bucket fell short, planned over all
-	// their buckets from a consistent read; consistent: the catalog read
-	// was found stale.
-	wide := map[string]bool{}
-	consistent := false
-	// The last round's lines and products, for the answer when the
-	// retries run out.
-	var lastItems []orders.Item
-	var lastProducts map[string]products.Product
+	var lessons orderLessons
+	var last orderRead // for the answer when the retries run out
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
-		items := req.Items
-		var cart carts.Cart
-		if req.FromCart {
-			var err error
-			if cart, err = s.getCart(ctx, userID, true); err != nil {
-				return orders.Order{}, fmt.Errorf("place order: %w", err)
-			}
-			if len(cart.Lines) == 0 {
-				return orders.Order{}, errcode.Errorf(errcode.Conflict, "the cart is empty")
-			}
-			items = nil
-			for _, id := range cart.ProductIDs() {
-				items = append(items, orders.Item{ProductID: id, Quantity: cart.Lines[id].Quantity})
-			}
-		}
-		merged, err := orders.Merge(items)
-		if err != nil {
-			return orders.Order{}, err
-		}
-		ids := make([]string, len(merged))
-		for i, it := range merged {
-			ids[i] = it.ProductID
-		}
-		ps, err := s.getProducts(ctx, ids, consistent)
+		rd, err := s.readOrder(ctx, userID, req, &lessons)
 		if err != nil {
 			return orders.Order{}, fmt.Errorf("place order: %w", err)
 		}
-		lastItems, lastProducts = merged, ps
-		var gone, short []string
-		planned := map[string]int{}
-		for _, it := range merged {
-			p, ok := ps[it.ProductID]
-			switch {
-			case !ok:
-				gone = append(gone, it.ProductID)
-			case p.CatalogStock != nil && *p.CatalogStock < int64(it.Quantity):
-				// A shape-1 product whose catalog item does not hold the
-				// quantity: planned over its buckets too.
-				wide[it.ProductID] = true
-				planned[it.ProductID] = bucketsOf(p)
-			case wide[it.ProductID]:
-				planned[it.ProductID] = bucketsOf(p)
-			}
-		}
-		if len(gone) > 0 && !consistent {
-			consistent = true // an eventually consistent read may lag a creation
+		if rd.readAgain {
 			continue
 		}
-		if len(gone) > 0 {
-			// Name the products short of stock too, from all their buckets.
-			for _, it := range merged {
-				if p, ok := ps[it.ProductID]; ok {
-					wide[it.ProductID] = true
-					planned[it.ProductID] = bucketsOf(p)
-				}
-			}
-		}
-		units, err := s.readBuckets(ctx, planned, true)
-		if err != nil {
-			return orders.Order{}, fmt.Errorf("place order: %w", err)
-		}
-		takes := make(map[string][]stock.Take, len(merged))
-		recheck := false
-		for _, it := range merged {
-			p, ok := ps[it.ProductID]
-			if !ok {
-				continue
-			}
-			n := bucketsOf(p)
-			q := int64(it.Quantity)
-			switch {
-			case !wide[it.ProductID] && p.CatalogStock != nil:
-				takes[it.ProductID] = []stock.Take{{Bucket: onCatalog, Units: q}}
-				continue
-			case !wide[it.ProductID]:
-				takes[it.ProductID] = []stock.Take{{Bucket: s.randomBucket(n), Units: q}}
-				continue
-			}
-			sources := unitsOf(units[it.ProductID])
-			if p.CatalogStock != nil {
-				sources = append(sources, *p.CatalogStock)
-			}
-			t := stock.Plan(sources, q, s.randomBucket(len(sources)))
-			for i := range t {
-				if t[i].Bucket == n {
-					t[i].Bucket = onCatalog
-				}
-			}
-			switch {
-			case t == nil && p.CatalogStock != nil && !consistent:
-				// Short by a catalog item's stock that may be stale.
-				recheck = true
-			case t == nil:
-				short = append(short, it.ProductID)
-			}
-			takes[it.ProductID] = t
-		}
-		if recheck && len(gone) == 0 {
-			consistent = true
-			continue
-		}
-		if len(gone)+len(short) > 0 {
-			return orders.Order{}, shortage(gone, short)
-		}
-
-		now := s.stamp()
-		o := orders.Order{UserID: userID, OrderID: s.cfg.NewID(), Status: orders.Placed, CreatedAt: now, UpdatedAt: now, Version: 1, Shape: shapes.Order}
-		for _, it := range merged {
-			p := ps[it.ProductID]
-			o.Lines = append(o.Lines, orders.Line{ProductID: p.ProductID, ProductName: p.Name, UnitPriceCents: p.PriceCents, Quantity: it.Quantity})
-		}
-		o.TotalCents = orders.Total(o.Lines)
-		o.OpenShard = orders.OpenKey(orders.Placed, orders.Shard(o.OrderID, tables.OpenOrderShards))
-
-		tx, err := s.placeActions(o, ps, takes, cart, req.FromCart)
-		if err != nil {
-			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
-		}
-		if n := len(tx.actions) + btoi(claim != nil); n > maxTransactItems {
-			return orders.Order{}, tooLarge(n, takes)
-		}
-		if claim != nil {
-			kept, err := claim.Keep(o)
-			if err != nil {
-				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
-			}
-			put, err := s.claimPut(claim.Key, claim.RequestHash, kept)
-			if err != nil {
-				return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, err)
-			}
-			tx.claim = tx.add(put)
-		}
-
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.actions})
-		if err == nil {
-			return o, nil
-		}
-		c, ok := cancelled(err)
-		if !ok {
-			return orders.Order{}, fmt.Errorf("place order %s: %w", o.OrderID, classify(err))
-		}
+		last = rd
+		plan := planOrder(rd, lessons, s.randomBucket)
 		switch {
-		case c.failed(tx.user):
-			return orders.Order{}, errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
-		case c.failed(tx.claim):
-			return orders.Order{}, ErrKeyUsed
-		case c.anyCondition():
-			// A bucket did not hold what was taken, or the catalog read is
-			// stale (a new price or name, a bucket gone with a respread or
-			// a deletion): the next round plans from consistent reads.
-			for _, d := range tx.decrements {
-				if !c.failed(d.at) {
-					continue
-				}
-				item := c.items[d.at]
-				if d.Bucket == onCatalog {
-					// The catalog item's stock: moved into buckets since
-					// the read, short, or a new price or name.
-					var p products.Product
-					if item != nil && attributevalue.UnmarshalMap(item, &p) == nil && (p.CatalogStock == nil || *p.CatalogStock < d.Units) {
-						wide[d.productID] = true
-					}
-					consistent = true
-					continue
-				}
-				var b bucket
-				if item == nil || attributevalue.UnmarshalMap(item, &b) != nil {
-					// A bucket gone: a stale catalog read, or, read
-					// consistently, buckets that were never written (a
-					// product older than its buckets): count them all.
-					if consistent {
-						wide[d.productID] = true
-					}
-					consistent = true
-					continue
-				}
-				p := ps[d.productID]
-				if b.PriceCents != p.PriceCents || b.Name != p.Name {
-					consistent = true
-				}
-				if b.Units < d.Units {
-					// Planned over all the buckets from a consistent read
-					// of the catalog item too: a stale one may count fewer
-					// buckets than the product has.
-					wide[d.productID] = true
-					consistent = true
-				}
-			}
+		case plan.readAgain:
+			lessons.consistent = true
 			continue
-		case c.retryable():
-		default:
-			return orders.Order{}, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
+		case len(plan.gone)+len(plan.short) > 0:
+			return orders.Order{}, shortage(plan.gone, plan.short)
+		}
+		o, outcome, err := s.commitOrder(ctx, userID, req, rd, plan, claim, &lessons)
+		switch outcome {
+		case placed:
+			return o, nil
+		case failed:
+			return orders.Order{}, err
+		case replan:
+			continue
 		}
 		if err := s.backoff(ctx, attempt); err != nil {
-			return orders.Order{}, s.refusal(ctx, lastItems, lastProducts, err)
+			return orders.Order{}, s.refusal(ctx, last.items, last.products, err)
 		}
 	}
-	return orders.Order{}, s.refusal(ctx, lastItems, lastProducts, contention("place order"))
+	return orders.Order{}, s.refusal(ctx, last.items, last.products, contention("place order"))
+}
+
+// orderLessons is what the rounds of an order's placement learned for the
+// next: the products to plan over all their buckets, from a consistent read
+// of them (wide: a drawn bucket fell short, or a catalog item's stock did),
+// and whether the catalog items must be read consistently (a read found
+// stale).
+type orderLessons struct {
+	wide       map[string]bool
+	consistent bool
+}
+
+func (l *orderLessons) widen(id string) {
+	if l.wide == nil {
+		l.wide = map[string]bool{}
+	}
+	l.wide[id] = true
+}
+
+// orderRead is what one round reads: the cart (for an order from it), the
+// order's lines merged by product, their catalog items, and the buckets of
+// the products planned wide, read consistently. readAgain: a product was
+// missing from an eventually consistent read, which may lag its creation.
+type orderRead struct {
+	fromCart  bool
+	cart      carts.Cart
+	items     []orders.Item
+	products  map[string]products.Product
+	buckets   map[string][]bucket
+	readAgain bool
+}
+
+// readOrder is the read of a round. It widens the lessons to the products
+// whose catalog item (shape 1) does not hold the quantity, and to every
+// product when one is gone, so the refusal names the short ones too.
+func (s *Store) readOrder(ctx context.Context, userID string, req orders.Request, l *orderLessons) (orderRead, error) {
+	rd := orderRead{fromCart: req.FromCart}
+	items := req.Items
+	if req.FromCart {
+		var err error
+		if rd.cart, err = s.getCart(ctx, userID, true); err != nil {
+			return orderRead{}, err
+		}
+		if len(rd.cart.Lines) == 0 {
+			return orderRead{}, errcode.Errorf(errcode.Conflict, "the cart is empty")
+		}
+		items = nil
+		for _, id := range rd.cart.ProductIDs() {
+			items = append(items, orders.Item{ProductID: id, Quantity: rd.cart.Lines[id].Quantity})
+		}
+	}
+	merged, err := orders.Merge(items)
+	if err != nil {
+		return orderRead{}, err
+	}
+	rd.items = merged
+	ids := make([]string, len(merged))
+	for i, it := range merged {
+		ids[i] = it.ProductID
+	}
+	if rd.products, err = s.getProducts(ctx, ids, l.consistent); err != nil {
+		return orderRead{}, err
+	}
+	gone := false
+	for _, it := range merged {
+		p, ok := rd.products[it.ProductID]
+		switch {
+		case !ok:
+			gone = true
+		case p.CatalogStock != nil && *p.CatalogStock < int64(it.Quantity):
+			l.widen(it.ProductID)
+		}
+	}
+	if gone && !l.consistent {
+		l.consistent = true
+		return orderRead{readAgain: true}, nil
+	}
+	counts := map[string]int{}
+	for id, p := range rd.products {
+		if gone || l.wide[id] {
+			l.widen(id)
+			counts[id] = bucketsOf(p)
+		}
+	}
+	if rd.buckets, err = s.readBuckets(ctx, counts, true); err != nil {
+		return orderRead{}, err
+	}
+	return rd, nil
+}
+
+// orderPlan is a round's plan: where each product's units are taken from,
+// or the products gone and short. readAgain: a product is short only by a
+// catalog item's stock that an eventually consistent read may have shown
+// stale.
+type orderPlan struct {
+	takes       map[string][]stock.Take
+	gone, short []string
+	readAgain   bool
+}
+
+// planOrder plans the takes of a round from its read, with no I/O: a
+// product not planned wide takes its quantity from one bucket drawn at
+// random (or from its catalog item, shape 1); a wide one from its buckets
+// as read (the catalog item's stock last), starting at a drawn bucket
+// (stock.Plan), and is short when they hold less.
+func planOrder(rd orderRead, l orderLessons, draw func(n int) int) orderPlan {
+	plan := orderPlan{takes: make(map[string][]stock.Take, len(rd.items))}
+	for _, it := range rd.items {
+		p, ok := rd.products[it.ProductID]
+		if !ok {
+			plan.gone = append(plan.gone, it.ProductID)
+			continue
+		}
+		n, q := bucketsOf(p), int64(it.Quantity)
+		switch {
+		case !l.wide[it.ProductID] && p.CatalogStock != nil:
+			plan.takes[it.ProductID] = []stock.Take{{Bucket: onCatalog, Units: q}}
+			continue
+		case !l.wide[it.ProductID]:
+			plan.takes[it.ProductID] = []stock.Take{{Bucket: draw(n), Units: q}}
+			continue
+		}
+		sources := unitsOf(rd.buckets[it.ProductID])
+		if p.CatalogStock != nil {
+			sources = append(sources, *p.CatalogStock)
+		}
+		t := stock.Plan(sources, q, draw(len(sources)))
+		for i := range t {
+			if t[i].Bucket == n {
+				t[i].Bucket = onCatalog
+			}
+		}
+		switch {
+		case t == nil && p.CatalogStock != nil && !l.consistent:
+			plan.readAgain = true
+		case t == nil:
+			plan.short = append(plan.short, it.ProductID)
+		}
+		plan.takes[it.ProductID] = t
+	}
+	if len(plan.gone) > 0 {
+		plan.readAgain = false // named with the short ones now
+	}
+	return plan
+}
+
+// commitOutcome is how a round's commit ended.
+type commitOutcome int
+
+const (
+	placed    commitOutcome = iota // the order is placed
+	failed                         // an answer: the error
+	replan                         // a condition failed: plan again from what it taught
+	contended                      // contention or throttling: back off, then again
+)
+
+// commitOrder writes a round's plan in one transaction (placeActions) and
+// judges a cancellation: the user's or the claim's condition is an answer;
+// a stock decrement's failed condition teaches the lessons what to read
+// consistently and plan wide next (replan); contention or throttling is
+// busy.
+func (s *Store) commitOrder(ctx context.Context, userID string, req orders.Request, rd orderRead, plan orderPlan, claim *Claim[orders.Order], l *orderLessons) (orders.Order, commitOutcome, error) {
+	now := s.stamp()
+	o := orders.Order{UserID: userID, OrderID: s.cfg.NewID(), Status: orders.Placed, CreatedAt: now, UpdatedAt: now, Version: 1, Shape: shapes.Order}
+	for _, it := range rd.items {
+		p := rd.products[it.ProductID]
+		o.Lines = append(o.Lines, orders.Line{ProductID: p.ProductID, ProductName: p.Name, UnitPriceCents: p.PriceCents, Quantity: it.Quantity})
+	}
+	o.TotalCents = orders.Total(o.Lines)
+	o.OpenShard = orders.OpenKey(orders.Placed, orders.Shard(o.OrderID, tables.OpenOrderShards))
+
+	tx, err := s.placeActions(o, rd.products, plan.takes, rd.cart, rd.fromCart)
+	if err != nil {
+		return o, failed, fmt.Errorf("place order %s: %w", o.OrderID, err)
+	}
+	if n := len(tx.actions) + btoi(claim != nil); n > maxTransactItems {
+		return o, failed, tooLarge(n, plan.takes)
+	}
+	if claim != nil {
+		kept, err := claim.Keep(o)
+		if err != nil {
+			return o, failed, fmt.Errorf("place order %s: %w", o.OrderID, err)
+		}
+		put, err := s.claimPut(claim.Key, claim.RequestHash, kept)
+		if err != nil {
+			return o, failed, fmt.Errorf("place order %s: %w", o.OrderID, err)
+		}
+		tx.claim = tx.add(put)
+	}
+
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.actions})
+	if err == nil {
+		return o, placed, nil
+	}
+	c, ok := cancelled(err)
+	if !ok {
+		return o, failed, fmt.Errorf("place order %s: %w", o.OrderID, classify(err))
+	}
+	switch {
+	case c.failed(tx.user):
+		return o, failed, errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
+	case c.failed(tx.claim):
+		return o, failed, ErrKeyUsed
+	case c.anyCondition():
+		for _, d := range tx.decrements {
+			if c.failed(d.at) {
+				l.learn(d, c.items[d.at], rd.products[d.productID])
+			}
+		}
+		return o, replan, nil
+	case c.retryable():
+		return o, contended, nil
+	}
+	return o, failed, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
+}
+
+// learn takes in what a stock decrement's failed condition shows (item: the
+// decremented item as it stood, nil if gone; p: the catalog item as read):
+// the bucket did not hold what was taken, or the catalog read is stale (a
+// new price or name, a bucket gone with a respread or a deletion, stock
+// moved from the catalog item into buckets).
+func (l *orderLessons) learn(d decrementRef, item map[string]types.AttributeValue, p products.Product) {
+	if d.Bucket == onCatalog {
+		var now products.Product
+		if item != nil && attributevalue.UnmarshalMap(item, &now) == nil && (now.CatalogStock == nil || *now.CatalogStock < d.Units) {
+			l.widen(d.productID)
+		}
+		l.consistent = true
+		return
+	}
+	var b bucket
+	if item == nil || attributevalue.UnmarshalMap(item, &b) != nil {
+		// A bucket gone: a stale catalog read or, read consistently,
+		// buckets never written (a product older than its buckets):
+		// count them all.
+		if l.consistent {
+			l.widen(d.productID)
+		}
+		l.consistent = true
+		return
+	}
+	if b.PriceCents != p.PriceCents || b.Name != p.Name {
+		l.consistent = true
+	}
+	if b.Units < d.Units {
+		// Planned over all the buckets, from a consistent read of the
+		// catalog item too: a stale one may count fewer buckets.
+		l.widen(d.productID)
+		l.consistent = true
+	}
 }
 
 // refusal answers an order whose retries ran out with busy, unless a
