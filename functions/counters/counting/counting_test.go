@@ -771,3 +771,47 @@ func TestFoldAndRecordApplyAFactOnce(t *testing.T) {
 		t.Errorf("counters (-want +got):\n%s", d)
 	}
 }
+
+// crowded cancels, as AWS does when another transaction holds one of its
+// items, every transaction of more than max actions: a large group always
+// meets one of its items busy elsewhere.
+type crowded struct {
+	*dynamodb.Client
+	max int
+}
+
+func (c crowded) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if len(in.TransactItems) <= c.max {
+		return c.Client.TransactWriteItems(ctx, in, opts...)
+	}
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	for i := range reasons {
+		reasons[i] = types.CancellationReason{Code: aws.String("None")}
+	}
+	reasons[0] = types.CancellationReason{Code: aws.String("TransactionConflict"), Message: aws.String("Transaction is ongoing for the item")}
+	return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+}
+
+// TestContendedGroupIsAppliedInHalves: a batch's facts on different items
+// are coalesced into one transaction; when it keeps meeting contention, its
+// halves, each on fewer items, are applied one after the other, and the
+// counters come out exact (the group gave up after its attempts before).
+func TestContendedGroupIsAppliedInHalves(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	h := counting.New(counting.Deps{DB: crowded{Client: f.db, max: 3}, Tables: f.tables})
+	recs := []events.DynamoDBEventRecord{
+		f.record(f.tables.Orders, "INSERT", nil, orderImage("u1", "o1", "PLACED", 100, line{"p1", 1})),
+		f.record(f.tables.Orders, "INSERT", nil, orderImage("u2", "o2", "PLACED", 250, line{"p2", 3})),
+	}
+	resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: recs})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("got %v, %v; want no failure", resp.BatchItemFailures, err)
+	}
+	want := snapshot{
+		"user u1": {"orderCount": 1, "lifetimeSpendCents": 100}, "user u2": {"orderCount": 1, "lifetimeSpendCents": 250},
+		"product p1": {"unitsSold": 1}, "product p2": {"unitsSold": 3},
+	}
+	if d := cmp.Diff(want, f.snapshot(false)); d != "" {
+		t.Errorf("counters (-want +got):\n%s", d)
+	}
+}

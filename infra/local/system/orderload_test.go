@@ -112,6 +112,10 @@ func (g gaveUpCounter) Handle(_ context.Context, r slog.Record) error {
 	})
 	if hit {
 		g.n.Add(1)
+		if os.Getenv("ORDER_LOAD_DEBUG") != "" {
+			r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(os.Stderr, "%s=%s ", a.Key, a.Value); return true })
+			fmt.Fprintln(os.Stderr, r.Message)
+		}
 	}
 	return nil
 }
