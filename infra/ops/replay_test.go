@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/ops/replay"
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -140,7 +140,7 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 
 	// The incident.
 	d.fault(tables.CounterEvents, "TransactWriteItems", "ThrottlingException")
-	if got, b := d.http("PUT", d.sys.SearchURL+"/"+indexing.Index, "", map[string]any{"mappings": map[string]any{"dynamic": "strict"}}); got != 200 {
+	if got, b := d.http("PUT", d.sys.SearchURL+"/"+productsearch.Index, "", map[string]any{"mappings": map[string]any{"dynamic": "strict"}}); got != 200 {
 		t.Fatalf("create a refusing index: %d %s", got, b)
 	}
 	if _, err := d.s3.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(archive)}); err != nil {
@@ -185,10 +185,10 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 
 	// The incident ends: faults cleared, the index rebuilt, the bucket back.
 	d.clearFaults()
-	if got, b := d.http("DELETE", d.sys.SearchURL+"/"+indexing.Index, "", nil); got != 200 {
+	if got, b := d.http("DELETE", d.sys.SearchURL+"/"+productsearch.Index, "", nil); got != 200 {
 		t.Fatalf("drop the refusing index: %d %s", got, b)
 	}
-	if got, b := d.http("PUT", d.sys.SearchURL+"/"+indexing.Index, "", []byte(indexing.Mapping)); got != 200 {
+	if got, b := d.http("PUT", d.sys.SearchURL+"/"+productsearch.Index, "", []byte(productsearch.Mapping)); got != 200 {
 		t.Fatalf("recreate the index: %d %s", got, b)
 	}
 	if _, err := d.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(archive)}); err != nil {

@@ -1,6 +1,9 @@
-// Package productsearch holds the query side of the products search index
-// (docs/contract.md#5-search): full-text search over name and description, optionally within
-// a category, best match first, against OpenSearch's _search API.
+// Package productsearch is the products search index's one room: its name,
+// the mapping that creates it, the document it holds for a product (written
+// by the stream indexer and by the operators' reindex), and the query side
+// (docs/contract.md#5-search): full-text search over name and description,
+// optionally within a category, best match first, against OpenSearch's
+// _search API.
 package productsearch
 
 import (
@@ -15,10 +18,21 @@ import (
 	"strings"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/products"
 )
 
 // Index is the name of the products index.
 const Index = "products"
+
+// Mapping is the body that creates the index: text for what people search,
+// keyword for what they filter on, and deletes remembered for 25 h
+// (index.gc_deletes). OpenSearch's default of 60 s is shorter than a stream
+// record can come late (records live 24 h, and so long the mapping retries):
+// a write redelivered after its product's tombstone is gone would resurrect it.
+const Mapping = `{"settings":{"index":{"gc_deletes":"25h"}},"mappings":{"properties":{
+ "productId":{"type":"keyword"},"name":{"type":"text"},"description":{"type":"text"},
+ "category":{"type":"keyword"},"priceCents":{"type":"long"},"ratingAverage":{"type":"double"},
+ "reviewCount":{"type":"long"},"unitsSold":{"type":"long"},"version":{"type":"long"}}}}`
 
 // MaxWindow is how deep a search may page (OpenSearch's default
 // index.max_result_window).
@@ -35,6 +49,14 @@ type Document struct {
 	ReviewCount   int64    `json:"reviewCount"`
 	UnitsSold     int64    `json:"unitsSold"`
 	Version       int64    `json:"version"`
+}
+
+// DocumentOf is the product as the index holds it, its rating average
+// derived as the API derives it.
+func DocumentOf(p products.Product) Document {
+	p.Derive()
+	return Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
+		PriceCents: p.PriceCents, RatingAverage: p.RatingAverage, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
 }
 
 // Query is one search.

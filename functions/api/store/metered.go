@@ -16,12 +16,20 @@ import (
 // (infra/local/capacity) instead.
 type metered struct{ db DB }
 
-const total = types.ReturnConsumedCapacityTotal
-
-func record(ctx context.Context, write bool, ccs ...types.ConsumedCapacity) {
+// pass makes a call that asks for its consumed capacity (through ask, the
+// input's ReturnConsumedCapacity) and adds the call and what it consumed
+// (read from the answer by consumed) to the context's Meter.
+func pass[O any](ctx context.Context, write bool, ask *types.ReturnConsumedCapacity, call func() (*O, error), consumed func(*O) []types.ConsumedCapacity) (*O, error) {
+	*ask = types.ReturnConsumedCapacityTotal
+	out, err := call()
 	if m := meterOf(ctx); m != nil {
+		var ccs []types.ConsumedCapacity
+		if out != nil {
+			ccs = consumed(out)
+		}
 		m.add(write, ccs...)
 	}
+	return out, err
 }
 
 func one(cc *types.ConsumedCapacity) []types.ConsumedCapacity {
@@ -32,89 +40,41 @@ func one(cc *types.ConsumedCapacity) []types.ConsumedCapacity {
 }
 
 func (m metered) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.GetItem(ctx, in, opts...)
-	if out != nil {
-		record(ctx, false, one(out.ConsumedCapacity)...)
-	} else {
-		record(ctx, false)
-	}
-	return out, err
+	return pass(ctx, false, &in.ReturnConsumedCapacity, func() (*dynamodb.GetItemOutput, error) { return m.db.GetItem(ctx, in, opts...) },
+		func(o *dynamodb.GetItemOutput) []types.ConsumedCapacity { return one(o.ConsumedCapacity) })
 }
 
 func (m metered) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.PutItem(ctx, in, opts...)
-	if out != nil {
-		record(ctx, true, one(out.ConsumedCapacity)...)
-	} else {
-		record(ctx, true)
-	}
-	return out, err
+	return pass(ctx, true, &in.ReturnConsumedCapacity, func() (*dynamodb.PutItemOutput, error) { return m.db.PutItem(ctx, in, opts...) },
+		func(o *dynamodb.PutItemOutput) []types.ConsumedCapacity { return one(o.ConsumedCapacity) })
 }
 
 func (m metered) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.UpdateItem(ctx, in, opts...)
-	if out != nil {
-		record(ctx, true, one(out.ConsumedCapacity)...)
-	} else {
-		record(ctx, true)
-	}
-	return out, err
+	return pass(ctx, true, &in.ReturnConsumedCapacity, func() (*dynamodb.UpdateItemOutput, error) { return m.db.UpdateItem(ctx, in, opts...) },
+		func(o *dynamodb.UpdateItemOutput) []types.ConsumedCapacity { return one(o.ConsumedCapacity) })
 }
 
 func (m metered) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.DeleteItem(ctx, in, opts...)
-	if out != nil {
-		record(ctx, true, one(out.ConsumedCapacity)...)
-	} else {
-		record(ctx, true)
-	}
-	return out, err
+	return pass(ctx, true, &in.ReturnConsumedCapacity, func() (*dynamodb.DeleteItemOutput, error) { return m.db.DeleteItem(ctx, in, opts...) },
+		func(o *dynamodb.DeleteItemOutput) []types.ConsumedCapacity { return one(o.ConsumedCapacity) })
 }
 
 func (m metered) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.Query(ctx, in, opts...)
-	if out != nil {
-		record(ctx, false, one(out.ConsumedCapacity)...)
-	} else {
-		record(ctx, false)
-	}
-	return out, err
+	return pass(ctx, false, &in.ReturnConsumedCapacity, func() (*dynamodb.QueryOutput, error) { return m.db.Query(ctx, in, opts...) },
+		func(o *dynamodb.QueryOutput) []types.ConsumedCapacity { return one(o.ConsumedCapacity) })
 }
 
 func (m metered) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.BatchGetItem(ctx, in, opts...)
-	if out != nil {
-		record(ctx, false, out.ConsumedCapacity...)
-	} else {
-		record(ctx, false)
-	}
-	return out, err
+	return pass(ctx, false, &in.ReturnConsumedCapacity, func() (*dynamodb.BatchGetItemOutput, error) { return m.db.BatchGetItem(ctx, in, opts...) },
+		func(o *dynamodb.BatchGetItemOutput) []types.ConsumedCapacity { return o.ConsumedCapacity })
 }
 
 func (m metered) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.TransactWriteItems(ctx, in, opts...)
-	if out != nil {
-		record(ctx, true, out.ConsumedCapacity...)
-	} else {
-		record(ctx, true)
-	}
-	return out, err
+	return pass(ctx, true, &in.ReturnConsumedCapacity, func() (*dynamodb.TransactWriteItemsOutput, error) { return m.db.TransactWriteItems(ctx, in, opts...) },
+		func(o *dynamodb.TransactWriteItemsOutput) []types.ConsumedCapacity { return o.ConsumedCapacity })
 }
 
 func (m metered) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
-	in.ReturnConsumedCapacity = total
-	out, err := m.db.TransactGetItems(ctx, in, opts...)
-	if out != nil {
-		record(ctx, false, out.ConsumedCapacity...)
-	} else {
-		record(ctx, false)
-	}
-	return out, err
+	return pass(ctx, false, &in.ReturnConsumedCapacity, func() (*dynamodb.TransactGetItemsOutput, error) { return m.db.TransactGetItems(ctx, in, opts...) },
+		func(o *dynamodb.TransactGetItemsOutput) []types.ConsumedCapacity { return o.ConsumedCapacity })
 }

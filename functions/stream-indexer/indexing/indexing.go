@@ -25,19 +25,6 @@ import (
 	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
-// Index is the search index of products.
-const Index = productsearch.Index
-
-// Mapping is the body that creates the index: text for what people search,
-// keyword for what they filter on, and deletes remembered for 25 h
-// (index.gc_deletes). OpenSearch's default of 60 s is shorter than a stream
-// record can come late (records live 24 h, and so long the mapping retries):
-// a write redelivered after its product's tombstone is gone would resurrect it.
-const Mapping = `{"settings":{"index":{"gc_deletes":"25h"}},"mappings":{"properties":{
- "productId":{"type":"keyword"},"name":{"type":"text"},"description":{"type":"text"},
- "category":{"type":"keyword"},"priceCents":{"type":"long"},"ratingAverage":{"type":"double"},
- "reviewCount":{"type":"long"},"unitsSold":{"type":"long"},"version":{"type":"long"}}}}`
-
 // Deps are the handler's collaborators.
 type Deps struct {
 	Search   *opensearchapi.Client
@@ -60,29 +47,16 @@ func New(d Deps) *Handler {
 	return &Handler{deps: d}
 }
 
-// Product is the catalog item as the stream carries it and the table holds
-// it: the one declaration of a product (shared/products).
-type Product = products.Product
-
-// DocumentOf is the product as the index holds it (the API reads the same
-// type; make reindex writes the same documents), its rating average derived
-// as the API derives it.
-func DocumentOf(p Product) productsearch.Document {
-	p.Derive()
-	return productsearch.Document{ProductID: p.ProductID, Name: p.Name, Description: p.Description, Category: p.Category,
-		PriceCents: p.PriceCents, RatingAverage: p.RatingAverage, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
-}
-
 func (h *Handler) ensureIndex(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ready {
 		return nil
 	}
-	_, err := h.deps.Search.Indices.Create(ctx, opensearchapi.IndicesCreateReq{Index: Index, Body: strings.NewReader(Mapping)})
+	_, err := h.deps.Search.Indices.Create(ctx, opensearchapi.IndicesCreateReq{Index: productsearch.Index, Body: strings.NewReader(productsearch.Mapping)})
 	var se *opensearch.StructError
 	if err != nil && !(errors.As(err, &se) && se.Err.Type == "resource_already_exists_exception") {
-		return fmt.Errorf("create index %s: %w", Index, err)
+		return fmt.Errorf("create index %s: %w", productsearch.Index, err)
 	}
 	h.ready = true
 	return nil
@@ -127,7 +101,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 
 // action renders a record as _bulk NDJSON.
 func action(rec events.DynamoDBEventRecord) ([]byte, error) {
-	var p Product
+	var p products.Product
 	version := "external_gte"
 	switch rec.EventName {
 	case "INSERT", "MODIFY":
@@ -158,7 +132,7 @@ func action(rec events.DynamoDBEventRecord) ([]byte, error) {
 	}
 	b, _ := json.Marshal(map[string]any{"index": meta})
 	out.Write(append(b, '\n'))
-	doc, err := json.Marshal(DocumentOf(p))
+	doc, err := json.Marshal(productsearch.DocumentOf(p))
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +147,7 @@ func (h *Handler) bulk(ctx context.Context, body *bytes.Buffer, n int) ([]int, e
 	if err := h.ensureIndex(ctx); err != nil {
 		return nil, err
 	}
-	res, err := h.deps.Search.Bulk(ctx, opensearchapi.BulkReq{Index: Index, Body: body})
+	res, err := h.deps.Search.Bulk(ctx, opensearchapi.BulkReq{Index: productsearch.Index, Body: body})
 	if err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)
 	}

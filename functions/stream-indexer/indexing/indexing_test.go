@@ -41,7 +41,7 @@ func productImage(id, name string, version, reviews, ratingTotal int) map[string
 
 func get(t *testing.T, c *opensearchapi.Client, id string) (productsearch.Document, bool) {
 	t.Helper()
-	res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: indexing.Index, DocumentID: id})
+	res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: productsearch.Index, DocumentID: id})
 	if err != nil {
 		if res != nil && !res.Found {
 			return productsearch.Document{}, false
@@ -105,7 +105,7 @@ func TestRatingAverageNullWithoutReviews(t *testing.T) {
 	c := searchService(t)
 	h := indexing.New(indexing.Deps{Search: c})
 	handle(t, h, record("INSERT", nil, productImage("p2", "Pan", 1, 0, 0)))
-	res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: indexing.Index, DocumentID: "p2"})
+	res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: productsearch.Index, DocumentID: "p2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestDeleteOutlivesTheDefaultTombstone(t *testing.T) {
 func TestItemErrorsAreItemFailures(t *testing.T) {
 	c := searchService(t)
 	// An index made elsewhere with a category the products do not fit.
-	if _, err := c.Indices.Create(context.Background(), opensearchapi.IndicesCreateReq{Index: indexing.Index,
+	if _, err := c.Indices.Create(context.Background(), opensearchapi.IndicesCreateReq{Index: productsearch.Index,
 		Body: strings.NewReader(`{"mappings":{"properties":{"category":{"type":"long"}}}}`)}); err != nil {
 		t.Fatal(err)
 	}

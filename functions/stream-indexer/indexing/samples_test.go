@@ -13,6 +13,7 @@ import (
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/local/samples"
 	"github.com/shopstream/shopstream/infra/local/search"
+	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
 // searchService starts a search service of the test's own behind httptest.
@@ -63,7 +64,7 @@ func TestSampleEvents(t *testing.T) {
 	state := func() map[string]*doc {
 		out := map[string]*doc{}
 		for id := range ids {
-			res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: indexing.Index, DocumentID: id})
+			res, err := c.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: productsearch.Index, DocumentID: id})
 			if err != nil && (res == nil || res.Found) {
 				t.Fatalf("get %s: %v", id, err)
 			}

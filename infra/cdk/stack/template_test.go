@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"gopkg.in/yaml.v3"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/cfntemplate"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -26,65 +26,11 @@ func loadSAM(t *testing.T) samDoc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n yaml.Node
-	if err := yaml.Unmarshal(raw, &n); err != nil {
-		t.Fatalf("template.yaml: %v", err)
-	}
-	v, err := decodeYAML(n.Content[0])
+	doc, err := cfntemplate.Decode(raw)
 	if err != nil {
 		t.Fatalf("template.yaml: %v", err)
 	}
-	return v.(map[string]any)
-}
-
-func decodeYAML(n *yaml.Node) (any, error) {
-	var v any
-	switch n.Kind {
-	case yaml.AliasNode:
-		return decodeYAML(n.Alias)
-	case yaml.MappingNode:
-		m := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			e, err := decodeYAML(n.Content[i+1])
-			if err != nil {
-				return nil, err
-			}
-			m[n.Content[i].Value] = e
-		}
-		v = m
-	case yaml.SequenceNode:
-		l := []any{}
-		for _, c := range n.Content {
-			e, err := decodeYAML(c)
-			if err != nil {
-				return nil, err
-			}
-			l = append(l, e)
-		}
-		v = l
-	case yaml.ScalarNode:
-		plain := *n
-		if strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!") {
-			plain.Tag = "!!str"
-		}
-		if err := plain.Decode(&v); err != nil {
-			return nil, err
-		}
-	}
-	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
-		return v, nil
-	}
-	fn := strings.TrimPrefix(n.Tag, "!")
-	switch fn {
-	case "Ref", "Condition":
-		return map[string]any{fn: v}, nil
-	case "GetAtt":
-		if s, ok := v.(string); ok {
-			res, attr, _ := strings.Cut(s, ".")
-			v = []any{res, attr}
-		}
-	}
-	return map[string]any{"Fn::" + fn: v}, nil
+	return doc
 }
 
 func (d samDoc) resources(typ string) map[string]map[string]any {

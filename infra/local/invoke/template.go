@@ -9,7 +9,6 @@
 package invoke
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/shopstream/shopstream/shared/cfntemplate"
 )
 
 // SAM's defaults for a function that sets no MemorySize or Timeout.
@@ -76,7 +75,7 @@ func Load(path string, params map[string]string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("template: %w", err)
 	}
-	doc, err := decodeTemplate(raw)
+	doc, err := cfntemplate.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("template %s: %w", path, err)
 	}
@@ -361,76 +360,3 @@ func (t *Template) ref(name string) (string, bool) {
 	}
 	return "", false
 }
-
-// decodeTemplate reads YAML (or JSON) into plain data, CloudFormation's short
-// tags (!Ref, !Sub, !GetAtt, …) turned into their long forms.
-func decodeTemplate(raw []byte) (map[string]any, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(raw, &n); err != nil {
-		return nil, err
-	}
-	if len(n.Content) == 0 {
-		return nil, errors.New("empty document")
-	}
-	v, err := decodeNode(n.Content[0])
-	if err != nil {
-		return nil, err
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("not a mapping")
-	}
-	return doc, nil
-}
-
-func decodeNode(n *yaml.Node) (any, error) {
-	var v any
-	switch n.Kind {
-	case yaml.AliasNode:
-		return decodeNode(n.Alias)
-	case yaml.MappingNode:
-		m := map[string]any{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			e, err := decodeNode(n.Content[i+1])
-			if err != nil {
-				return nil, err
-			}
-			m[n.Content[i].Value] = e
-		}
-		v = m
-	case yaml.SequenceNode:
-		l := []any{}
-		for _, c := range n.Content {
-			e, err := decodeNode(c)
-			if err != nil {
-				return nil, err
-			}
-			l = append(l, e)
-		}
-		v = l
-	case yaml.ScalarNode:
-		plain := *n
-		if isShortTag(n.Tag) {
-			plain.Tag = "!!str"
-		}
-		if err := plain.Decode(&v); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n.Line, err)
-		}
-	}
-	if !isShortTag(n.Tag) {
-		return v, nil
-	}
-	fn := strings.TrimPrefix(n.Tag, "!")
-	switch fn {
-	case "Ref", "Condition":
-		return map[string]any{fn: v}, nil
-	case "GetAtt":
-		if s, ok := v.(string); ok {
-			res, attr, _ := strings.Cut(s, ".")
-			v = []any{res, attr}
-		}
-	}
-	return map[string]any{"Fn::" + fn: v}, nil
-}
-
-func isShortTag(tag string) bool { return strings.HasPrefix(tag, "!") && !strings.HasPrefix(tag, "!!") }

@@ -24,10 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/infra/ops/scan"
 	"github.com/shopstream/shopstream/shared/ddbcall"
+	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
 // DeletedVersion is the external version of the delete that removes the
@@ -146,10 +147,10 @@ func decode(status int, raw []byte, out any) error {
 	return nil
 }
 
-// ensureIndex creates the index with the indexer's mapping when it is
+// ensureIndex creates the index with its mapping (the indexer's too) when it is
 // missing, and checks that an existing one can be walked by productId.
 func (r *run) ensureIndex(ctx context.Context) error {
-	status, raw, err := r.call(ctx, http.MethodPut, indexing.Index, []byte(indexing.Mapping), "application/json")
+	status, raw, err := r.call(ctx, http.MethodPut, productsearch.Index, []byte(productsearch.Mapping), "application/json")
 	var e struct {
 		Error struct {
 			Type string `json:"type"`
@@ -158,12 +159,12 @@ func (r *run) ensureIndex(ctx context.Context) error {
 	_ = json.Unmarshal(raw, &e)
 	switch {
 	case err != nil:
-		return fmt.Errorf("create index %s: %w", indexing.Index, err)
+		return fmt.Errorf("create index %s: %w", productsearch.Index, err)
 	case status < 300:
-		r.cfg.Progress.Note("created index %s", indexing.Index)
+		r.cfg.Progress.Note("created index %s", productsearch.Index)
 		return nil
 	case e.Error.Type != "resource_already_exists_exception":
-		return fmt.Errorf("create index %s: status %d: %.300s", indexing.Index, status, raw)
+		return fmt.Errorf("create index %s: status %d: %.300s", productsearch.Index, status, raw)
 	}
 	var mapping map[string]struct {
 		Mappings struct {
@@ -172,16 +173,16 @@ func (r *run) ensureIndex(ctx context.Context) error {
 			} `json:"properties"`
 		} `json:"mappings"`
 	}
-	status, raw, err = r.call(ctx, http.MethodGet, indexing.Index+"/_mapping", nil, "")
+	status, raw, err = r.call(ctx, http.MethodGet, productsearch.Index+"/_mapping", nil, "")
 	if err == nil {
 		err = decode(status, raw, &mapping)
 	}
 	if err != nil {
-		return fmt.Errorf("read mapping of %s: %w", indexing.Index, err)
+		return fmt.Errorf("read mapping of %s: %w", productsearch.Index, err)
 	}
 	for name, m := range mapping {
 		if t := m.Mappings.Properties["productId"].Type; t != "keyword" {
-			return fmt.Errorf("index %s (%s) maps productId as %q, not keyword: it was not created from the indexer's mapping; drop it and run the reindex again", indexing.Index, name, t)
+			return fmt.Errorf("index %s (%s) maps productId as %q, not keyword: it was not created from the index's mapping; drop it and run the reindex again", productsearch.Index, name, t)
 		}
 	}
 	return nil
@@ -218,7 +219,7 @@ func (r *run) bulk(ctx context.Context, ids []string, actions [][]byte) (map[str
 		var out struct {
 			Items []map[string]bulkItem `json:"items"`
 		}
-		status, raw, err := r.call(ctx, http.MethodPost, indexing.Index+"/_bulk", body.Bytes(), "application/x-ndjson")
+		status, raw, err := r.call(ctx, http.MethodPost, productsearch.Index+"/_bulk", body.Bytes(), "application/x-ndjson")
 		if err == nil {
 			err = decode(status, raw, &out)
 		}
@@ -260,7 +261,7 @@ func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue
 	var ids []string
 	var actions [][]byte
 	for _, item := range items {
-		var p indexing.Product
+		var p products.Product
 		if err := attributevalue.UnmarshalMap(item, &p); err != nil || p.ProductID == "" || p.Version < 1 {
 			r.mu.Lock()
 			r.rep.Failed = append(r.rep.Failed, fmt.Sprintf("%s: product item without productId or version (%v)", p.ProductID, err))
@@ -268,7 +269,7 @@ func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue
 			continue
 		}
 		meta, _ := json.Marshal(map[string]any{"index": map[string]any{"_id": p.ProductID, "version": p.Version, "version_type": "external_gte"}})
-		doc, err := json.Marshal(indexing.DocumentOf(p))
+		doc, err := json.Marshal(productsearch.DocumentOf(p))
 		if err != nil {
 			return fmt.Errorf("product %s: %w", p.ProductID, err)
 		}
@@ -347,12 +348,12 @@ func (r *run) removeStale(ctx context.Context) error {
 				} `json:"hits"`
 			} `json:"hits"`
 		}
-		status, raw, err := r.call(ctx, http.MethodPost, indexing.Index+"/_search", body, "application/json")
+		status, raw, err := r.call(ctx, http.MethodPost, productsearch.Index+"/_search", body, "application/json")
 		if err == nil {
 			err = decode(status, raw, &out)
 		}
 		if err != nil {
-			return fmt.Errorf("walk index %s after %q: %w", indexing.Index, after, err)
+			return fmt.Errorf("walk index %s after %q: %w", productsearch.Index, after, err)
 		}
 		hits := out.Hits.Hits
 		if len(hits) == 0 {
@@ -372,7 +373,7 @@ func (r *run) removeStale(ctx context.Context) error {
 		}
 		next := hits[len(hits)-1].Source.ProductID
 		if next == "" || next <= after {
-			return fmt.Errorf("walk index %s: document %s has no productId to page by", indexing.Index, hits[len(hits)-1].ID)
+			return fmt.Errorf("walk index %s: document %s has no productId to page by", productsearch.Index, hits[len(hits)-1].ID)
 		}
 		after = next
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 
 	"github.com/shopstream/shopstream/functions/api/store"
-	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
@@ -155,11 +154,11 @@ func (f *fixture) table() map[string]productsearch.Document {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, it := range items {
-				var p indexing.Product
+				var p products.Product
 				if err := attributevalue.UnmarshalMap(it, &p); err != nil {
 					return err
 				}
-				out[p.ProductID] = indexing.DocumentOf(p)
+				out[p.ProductID] = productsearch.DocumentOf(p)
 			}
 			return nil
 		})
