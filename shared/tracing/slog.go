@@ -35,4 +35,4 @@ func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler { return logHandler{h.next.WithAttrs(as)} }
-func (h logHandler) WithGroup(name string) slog.Handler   { return logHandler{h.next.WithGroup(name)} }
+func (h logHandler) WithGroup(name string) slog.Handler    { return logHandler{h.next.WithGroup(name)} }
