@@ -22,8 +22,8 @@ import (
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/productsearch"
-	"github.com/shopstream/shopstream/shared/wiring"
 	"github.com/shopstream/shopstream/shared/tracing"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 func main() {
