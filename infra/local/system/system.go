@@ -191,7 +191,7 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 	tr := s.Tracing["api"]
 	db := s.DynamoDB()
 	if tr.On() {
-		db = dynamodb.New(db.Options(), tr.DynamoDB(), tracing.Stamp(apiCfg.Tables.StreamTables()...))
+		db = dynamodb.New(db.Options(), tr.DynamoDB(), tracing.Stamp(tracing.StreamedTables(apiCfg.Tables)...))
 	}
 	h := httpapi.New(httpapi.Deps{
 		Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
