@@ -31,7 +31,7 @@ func tracedEnv(t *testing.T, traced bool) (*env, *capacity.Meter, *tracetest.InM
 	exp := tracetest.NewInMemoryExporter()
 	if traced {
 		tr = tracing.NewWith("api", sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
-		client = dynamodb.New(e.db.Options(), tr.DynamoDB(), tracing.Stamp(tables.StreamTables()...))
+		client = dynamodb.New(e.db.Options(), tr.DynamoDB(), tracing.Stamp(tracing.StreamedTables(tables)...))
 	}
 	meter := capacity.NewMeter(client, e.prefix)
 	e.st = store.New(meter, store.Config{Tables: tables})

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -930,10 +931,10 @@ func TestTracingPerStage(t *testing.T) {
 		for _, name := range wiring.Functions() {
 			c := props(s.resources("AWS::Lambda::Function")[s.logicalID(s.stack.Functions[name])])
 			vars := c["Environment"].(map[string]any)["Variables"].(map[string]any)
-			if vars[stack.EnvTracesSampler] != stack.TracesSampler || vars[stack.EnvTracesSamplerArg] != ratio {
-				t.Errorf("%s %s: got sampler %v %v, want %s %s", stage, name, vars[stack.EnvTracesSampler], vars[stack.EnvTracesSamplerArg], stack.TracesSampler, ratio)
+			if vars[envcontract.TracesSampler] != stack.TracesSampler || vars[envcontract.TracesSamplerArg] != ratio {
+				t.Errorf("%s %s: got sampler %v %v, want %s %s", stage, name, vars[envcontract.TracesSampler], vars[envcontract.TracesSamplerArg], stack.TracesSampler, ratio)
 			}
-			if ep := fmt.Sprint(vars[stack.EnvTracesEndpoint]); !strings.Contains(ep, "https://xray.") || !strings.Contains(ep, "AWS::Region") || !strings.Contains(ep, "/v1/traces") {
+			if ep := fmt.Sprint(vars[envcontract.OTLPTracesEndpoint]); !strings.Contains(ep, "https://xray.") || !strings.Contains(ep, "AWS::Region") || !strings.Contains(ep, "/v1/traces") {
 				t.Errorf("%s %s: endpoint %s, want X-Ray's OTLP endpoint in the stack's region", stage, name, ep)
 			}
 		}
