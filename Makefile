@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver deploy-hook
 PKGS := ./...
 
-.PHONY: run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy bench flash-sale clean replay audit reindex migrate ops help \
+.PHONY: trace run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy bench flash-sale clean replay audit reindex migrate ops help \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200); Ctrl-C or kill <make's pid> stops it all
@@ -43,6 +43,10 @@ fmt-check:
 ## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin, EMAIL=… its email claim, default <sub>@example.com, UNVERIFIED=1 for email_verified false)
 token:
 	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)') $(if $(UNVERIFIED),-unverified)
+
+## trace: an item's trace from `make run`'s receiver as a tree (ID=<order id, product id, or productId/userId for a review>): every function that handled it, each span's duration and outcome, its DynamoDB calls, the stream's wait; freshness p99 per processor
+trace:
+	@$(GO) run ./infra/local trace -id '$(ID)'
 
 ## seed: demo users and products into a running `make run`; what is there already is left alone, so a second run adds nothing
 seed:

@@ -27,6 +27,7 @@ import (
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/stagedsecret"
+	"github.com/shopstream/shopstream/shared/tracing"
 )
 
 func main() {
@@ -50,12 +51,16 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	db := dynamodb.NewFromConfig(awsCfg)
+	tr, err := tracing.ForFunction(ctx, "api", getenv, awsCfg)
+	if err != nil {
+		return err
+	}
+	db := dynamodb.NewFromConfig(awsCfg, tr.DynamoDB(), tracing.Stamp(tracing.StreamedTables(cfg.Tables)...))
 	st := store.New(db, store.Config{Tables: cfg.Tables, CartTTL: cfg.CartTTL, OrderRetention: cfg.OrderRetention})
 
 	var search httpapi.Searcher
 	if cfg.SearchURL != "" {
-		client := &productsearch.Client{URL: cfg.SearchURL, HTTP: &http.Client{Timeout: 5 * time.Second}}
+		client := &productsearch.Client{URL: cfg.SearchURL, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: tr.Transport(nil)}}
 		if cfg.SearchSigned {
 			signer := v4.NewSigner()
 			client.Sign = func(r *http.Request, body []byte) error {
@@ -73,10 +78,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Store:   st,
 		Cursors: cursor.NewSigner(cfg.CursorSecret, olderCursorKeys...),
 		Search:  search,
-		Logger:  lambdacontext.NewLogger().With("function", "api"),
+		Logger:  tracing.Logger(lambdacontext.NewLogger().With("function", "api")),
 		Metrics: os.Stdout,
+		Tracing: tr,
 	})
-	lambda.StartHandlerFunc(h.Handle)
+	lambda.StartHandlerFunc(tracing.Flushing(tr, h.Handle))
 	return nil
 }
 

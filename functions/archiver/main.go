@@ -16,6 +16,7 @@ import (
 	"github.com/shopstream/shopstream/functions/archiver/archiving"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -41,14 +42,18 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	// Path-style addressing when an endpoint is given (the local S3).
 	pathStyle := getenv(envcontract.S3Endpoint) != "" || getenv(envcontract.Endpoint) != ""
-	logger := lambdacontext.NewLogger().With("function", wiring.Archiver)
+	tr, err := tracing.ForFunction(ctx, wiring.Archiver, getenv, awsCfg)
+	if err != nil {
+		return err
+	}
+	logger := tracing.Logger(lambdacontext.NewLogger().With("function", wiring.Archiver))
 	h := archiving.New(archiving.Deps{
-		S3:       s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = pathStyle }),
+		S3:       s3.NewFromConfig(awsCfg, tr.S3(), func(o *s3.Options) { o.UsePathStyle = pathStyle }),
 		Bucket:   bucket,
 		Tables:   tbls,
 		Logger:   logger,
 		Reporter: &batchmetrics.Reporter{Function: wiring.Archiver, Logger: logger, Metrics: os.Stdout},
 	})
-	lambda.StartHandlerFunc(h.Handle)
+	lambda.StartHandlerFunc(tracing.Flushing(tr, tr.Stream(wiring.Archiver, h.Handle)))
 	return nil
 }

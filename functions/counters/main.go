@@ -18,6 +18,7 @@ import (
 	"github.com/shopstream/shopstream/functions/counters/counting"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -37,13 +38,19 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
-	logger := lambdacontext.NewLogger().With("function", wiring.Counters)
+	tr, err := tracing.ForFunction(ctx, wiring.Counters, getenv, awsCfg)
+	if err != nil {
+		return err
+	}
+	logger := tracing.Logger(lambdacontext.NewLogger().With("function", wiring.Counters))
+	// The counters' writes on products carry their batch's traceparent, so
+	// the indexer's batch links to them.
 	h := counting.New(counting.Deps{
-		DB:       dynamodb.NewFromConfig(awsCfg),
+		DB:       dynamodb.NewFromConfig(awsCfg, tr.DynamoDB(), tracing.Stamp(t.Products)),
 		Tables:   t,
 		Logger:   logger,
 		Reporter: &batchmetrics.Reporter{Function: wiring.Counters, Logger: logger, Metrics: os.Stdout},
 	})
-	lambda.StartHandlerFunc(h.Handle)
+	lambda.StartHandlerFunc(tracing.Flushing(tr, tr.Stream(wiring.Counters, h.Handle)))
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
@@ -21,6 +22,7 @@ import (
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/productsearch"
+	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -32,24 +34,32 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	client, err := searchClient(ctx, getenv)
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("aws config: %w", err)
+	}
+	tr, err := tracing.ForFunction(ctx, wiring.StreamIndexer, getenv, awsCfg)
 	if err != nil {
 		return err
 	}
-	logger := lambdacontext.NewLogger().With("function", wiring.StreamIndexer)
+	client, err := searchClient(getenv, awsCfg, tr)
+	if err != nil {
+		return err
+	}
+	logger := tracing.Logger(lambdacontext.NewLogger().With("function", wiring.StreamIndexer))
 	h := indexing.New(indexing.Deps{
 		Search:   client,
 		Logger:   logger,
 		Reporter: &batchmetrics.Reporter{Function: wiring.StreamIndexer, Logger: logger, Metrics: os.Stdout},
 	})
-	lambda.StartHandlerFunc(h.Handle)
+	lambda.StartHandlerFunc(tracing.Flushing(tr, tr.Stream(wiring.StreamIndexer, h.Handle)))
 	return nil
 }
 
 // searchClient connects to SEARCH_URL. Requests are SigV4-signed for Amazon
 // OpenSearch Service: when SEARCH_SIGV4 says so, or, when it is unset, when the
 // endpoint is an AWS one. The local search service gets plain HTTP.
-func searchClient(ctx context.Context, getenv func(string) string) (*opensearchapi.Client, error) {
+func searchClient(getenv func(string) string, awsCfg aws.Config, tr *tracing.Tracing) (*opensearchapi.Client, error) {
 	endpoint := getenv(envcontract.SearchURL)
 	if endpoint == "" {
 		return nil, fmt.Errorf("config: %s is not set", envcontract.SearchURL)
@@ -59,12 +69,8 @@ func searchClient(ctx context.Context, getenv func(string) string) (*opensearcha
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	osCfg := opensearch.Config{Addresses: []string{endpoint},
-		Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second}}
+		Transport: tr.Transport(&http.Transport{ResponseHeaderTimeout: 10 * time.Second})}
 	if sign {
-		awsCfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("aws config: %w", err)
-		}
 		if osCfg.Signer, err = requestsigner.NewSignerWithService(awsCfg, "es"); err != nil {
 			return nil, fmt.Errorf("sigv4 signer: %w", err)
 		}

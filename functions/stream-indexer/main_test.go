@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 )
 
@@ -39,7 +41,11 @@ func TestSearchClientSignsOnlyWhenAsked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"SEARCH_URL": srv.URL, "SEARCH_SIGV4": tt.sigv4}
-			c, err := searchClient(context.Background(), func(k string) string { return env[k] })
+			awsCfg, err := config.LoadDefaultConfig(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := searchClient(func(k string) string { return env[k] }, awsCfg, nil)
 			if err != nil {
 				t.Fatalf("searchClient: %v", err)
 			}
@@ -69,7 +75,7 @@ func TestSearchClientConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := searchClient(context.Background(), func(k string) string { return tt.env[k] })
+			_, err := searchClient(func(k string) string { return tt.env[k] }, aws.Config{}, nil)
 			if got := err == nil; got != tt.ok {
 				t.Errorf("ok: got %v (err %v), want %v", got, err, tt.ok)
 			}

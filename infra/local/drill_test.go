@@ -59,6 +59,7 @@ func newDrill(t *testing.T) *drill {
 		"DYNAMODB_PORT=" + strconv.Itoa(freePort(t)),
 		"S3_PORT=" + strconv.Itoa(freePort(t)),
 		"SEARCH_PORT=" + strconv.Itoa(freePort(t)),
+		"OTLP_PORT=" + strconv.Itoa(freePort(t)),
 		"API_PORT=" + strconv.Itoa(freePort(t)),
 		"LOG_LEVEL=INFO",
 	}

@@ -104,6 +104,7 @@ func BenchmarkGetProductAgainstFirstRelease(b *testing.B) {
 			"DATA_DIR=" + b.TempDir(),
 			"DYNAMODB_PORT=" + strconv.Itoa(freePort(b)), "S3_PORT=" + strconv.Itoa(freePort(b)),
 			"SEARCH_PORT=" + strconv.Itoa(freePort(b)), "API_PORT=" + strconv.Itoa(freePort(b)),
+			"OTLP_PORT=" + strconv.Itoa(freePort(b)),
 			"LOG_LEVEL=INFO",
 		})
 	}

@@ -9,6 +9,8 @@
 //	go run ./infra/local invoke -e events/x.json -env-vars events/sam-env.json ApiFunction
 //	                                          # one function of template.yaml on one event, as sam local invoke
 //	go run ./infra/local samples [-clean]     # the items the samples of events/ expect, put in place or taken away
+//	go run ./infra/local trace -id <order, review or product id>
+//	                                          # that item's trace as a tree, from the running stack's receiver
 package main
 
 import (
@@ -35,6 +37,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "trace" {
+		if err := traceCommand(os.Args[2:], os.Getenv, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "trace:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "token" {
 		if err := token(os.Args[2:], os.Getenv, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "token:", err)
@@ -79,13 +88,13 @@ func logLevel(s string) slog.Level {
 
 // settings are the environment's knobs, with the contract's defaults.
 type settings struct {
-	DynamoDBPort, S3Port, SearchPort, APIPort int
-	DataDir                                   string
-	SweepInterval                             time.Duration
-	ArchiveBucket                             string
-	FailureBucket                             string
-	TablePrefix                               string
-	JWTSecret                                 string
+	DynamoDBPort, S3Port, SearchPort, APIPort, OTLPPort int
+	DataDir                                             string
+	SweepInterval                                       time.Duration
+	ArchiveBucket                                       string
+	FailureBucket                                       string
+	TablePrefix                                         string
+	JWTSecret                                           string
 	// Limits are AWS's transaction conflicts and partition throughput.
 	Limits ddbfront.Limits
 	// FunctionEnv holds the functions' own settings passed through.
@@ -98,14 +107,14 @@ type settings struct {
 
 // functionSettings are passed through to the functions as they are: every
 // function's settings (shared/envcontract), the cursor key and the archive
-// bucket; each function validates its own (durations are Go durations such
-// as 168h).
+// bucket, and OpenTelemetry's variables (another OTLP tool, the sampling);
+// each function validates its own (durations are Go durations such as 168h).
 func functionSettings() []string {
 	out := []string{envcontract.CursorSecret, envcontract.ArchiveBucket}
 	for _, c := range envcontract.All() {
 		out = append(out, c.Settings...)
 	}
-	return out
+	return append(out, envcontract.Tracing()...)
 }
 
 func load(getenv func(string) string) (settings, error) {
@@ -130,6 +139,7 @@ func load(getenv func(string) string) (settings, error) {
 		{"S3_PORT", 9000, &s.S3Port},
 		{"SEARCH_PORT", 9200, &s.SearchPort},
 		{"API_PORT", 3000, &s.APIPort},
+		{"OTLP_PORT", 4318, &s.OTLPPort},
 	}
 	for _, p := range ports {
 		*p.dest = p.def
@@ -228,6 +238,7 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 			DynamoDBAddr:     addr(cfg.DynamoDBPort),
 			S3Addr:           addr(cfg.S3Port),
 			SearchAddr:       addr(cfg.SearchPort),
+			OTLPAddr:         addr(cfg.OTLPPort),
 			DataDir:          cfg.DataDir,
 			TTLSweepInterval: cfg.SweepInterval,
 			Limits:           cfg.Limits,
@@ -259,10 +270,11 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 	logger.Info("endpoint", "service", "dynamodb", "url", sys.DynamoDBURL, "dynamodbLocalPid", sys.DynamoDBLocalPid())
 	logger.Info("endpoint", "service", "s3", "url", sys.S3URL, "bucket", cfg.ArchiveBucket, "failureBucket", cfg.FailureBucket)
 	logger.Info("endpoint", "service", "search", "url", sys.SearchURL)
+	logger.Info("endpoint", "service", "otlp", "url", sys.OTLPURL, "traces", sys.Env["OTEL_EXPORTER_OTLP_ENDPOINT"]+sys.Env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
 	if canary != nil {
 		logger.Info("api canary", "ref", cfg.CanaryRef, "percent", canary.Percent, "bootstrap", canary.Bootstrap)
 	}
-	ready.Store(&about{Pid: os.Getpid(), API: sys.APIURL, DynamoDB: sys.DynamoDBURL, S3: sys.S3URL, Search: sys.SearchURL, DataDir: cfg.DataDir})
+	ready.Store(&about{Pid: os.Getpid(), API: sys.APIURL, DynamoDB: sys.DynamoDBURL, S3: sys.S3URL, Search: sys.SearchURL, OTLP: sys.OTLPURL, DataDir: cfg.DataDir})
 	logger.Info("ready", "ms", time.Since(started).Milliseconds(), "pid", os.Getpid())
 	<-ctx.Done()
 	logger.Info("stopping")

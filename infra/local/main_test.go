@@ -196,6 +196,7 @@ func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
 		"DYNAMODB_PORT=" + strconv.Itoa(freePort(t)),
 		"S3_PORT=" + strconv.Itoa(freePort(t)),
 		"SEARCH_PORT=" + strconv.Itoa(freePort(t)),
+		"OTLP_PORT=" + strconv.Itoa(freePort(t)),
 		"API_PORT=" + strconv.Itoa(freePort(t)),
 		"TTL_SWEEP_INTERVAL=200ms",
 		"LOG_LEVEL=INFO",
@@ -361,6 +362,7 @@ func TestSecondStackRefusedAndSIGHUPStopsCleanly(t *testing.T) {
 			"DYNAMODB_PORT=" + strconv.Itoa(freePort(t)),
 			"S3_PORT=" + strconv.Itoa(freePort(t)),
 			"SEARCH_PORT=" + strconv.Itoa(freePort(t)),
+			"OTLP_PORT=" + strconv.Itoa(freePort(t)),
 			"API_PORT=" + strconv.Itoa(freePort(t)),
 		}
 	}

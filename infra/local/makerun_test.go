@@ -63,12 +63,13 @@ type makeRun struct {
 // stackPorts are free ports for a stack, and the environment that gives them.
 func stackPorts(t *testing.T) ([]int, []string) {
 	t.Helper()
-	ports := []int{freePort(t), freePort(t), freePort(t), freePort(t)}
+	ports := []int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
 	return ports, []string{
 		"API_PORT=" + strconv.Itoa(ports[0]),
 		"DYNAMODB_PORT=" + strconv.Itoa(ports[1]),
 		"S3_PORT=" + strconv.Itoa(ports[2]),
 		"SEARCH_PORT=" + strconv.Itoa(ports[3]),
+		"OTLP_PORT=" + strconv.Itoa(ports[4]),
 	}
 }
 

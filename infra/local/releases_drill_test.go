@@ -359,7 +359,7 @@ func TestUpgradeFromEachRelease(t *testing.T) {
 				"DATA_DIR=" + dataDir,
 				"DYNAMODB_PORT=" + strconv.Itoa(freePort(t)), "S3_PORT=" + strconv.Itoa(freePort(t)),
 				"SEARCH_PORT=" + strconv.Itoa(freePort(t)), "API_PORT=" + strconv.Itoa(freePort(t)),
-				"TTL_SWEEP_INTERVAL=1s", "LOG_LEVEL=INFO",
+				"OTLP_PORT=" + strconv.Itoa(freePort(t)), "TTL_SWEEP_INTERVAL=1s", "LOG_LEVEL=INFO",
 			}
 			old := startBinary(t, bin, env)
 			c := newClient(t, old.apiURL)

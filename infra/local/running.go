@@ -20,6 +20,7 @@ type about struct {
 	DynamoDB string `json:"dynamodb"`
 	S3       string `json:"s3"`
 	Search   string `json:"search"`
+	OTLP     string `json:"otlp,omitempty"`
 	DataDir  string `json:"dataDir,omitempty"`
 }
 
@@ -43,7 +44,7 @@ func checkPorts(ctx context.Context, cfg settings) error {
 	for _, p := range []struct {
 		env  string
 		port int
-	}{{"API_PORT", cfg.APIPort}, {"DYNAMODB_PORT", cfg.DynamoDBPort}, {"S3_PORT", cfg.S3Port}, {"SEARCH_PORT", cfg.SearchPort}} {
+	}{{"API_PORT", cfg.APIPort}, {"DYNAMODB_PORT", cfg.DynamoDBPort}, {"S3_PORT", cfg.S3Port}, {"SEARCH_PORT", cfg.SearchPort}, {"OTLP_PORT", cfg.OTLPPort}} {
 		if p.port == 0 {
 			continue
 		}
@@ -61,7 +62,7 @@ func checkPorts(ctx context.Context, cfg settings) error {
 		return nil
 	}
 	if a, ok := askStack(ctx, cfg.DynamoDBPort); ok {
-		return fmt.Errorf("%w (%s); stop it with kill %d (or Ctrl-C where it runs), or give this one other ports: API_PORT, DYNAMODB_PORT, S3_PORT, SEARCH_PORT",
+		return fmt.Errorf("%w (%s); stop it with kill %d (or Ctrl-C where it runs), or give this one other ports: API_PORT, DYNAMODB_PORT, S3_PORT, SEARCH_PORT, OTLP_PORT",
 			errAlreadyRunning, a, a.Pid)
 	}
 	return fmt.Errorf("port %s in use by another program; stop it or choose another port", strings.Join(busy, ", "))

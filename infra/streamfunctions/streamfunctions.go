@@ -23,6 +23,7 @@ import (
 	"github.com/shopstream/shopstream/functions/stream-indexer/indexing"
 	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -39,6 +40,16 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Metrics receives the functions' EMF lines; nil discards them.
 	Metrics io.Writer
+	// Tracing is each function's tracer by name (nil, or a nil result:
+	// none).
+	Tracing func(function string) *tracing.Tracing
+}
+
+// handlerFunc lets a traced handler be a Handler.
+type handlerFunc tracing.StreamHandler
+
+func (f handlerFunc) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	return f(ctx, ev)
 }
 
 // Build returns the stream functions by name (shared/wiring's names), from
@@ -47,6 +58,13 @@ type Deps struct {
 func Build(getenv func(string) string, d Deps) (map[string]Handler, error) {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	d.Logger = tracing.Logger(d.Logger)
+	tr := func(fn string) *tracing.Tracing {
+		if d.Tracing == nil {
+			return nil
+		}
+		return d.Tracing(fn)
 	}
 	counters := envcontract.Of(wiring.Counters)
 	counterTables, err := counters.ReadTables(counters.Only(getenv))
@@ -60,19 +78,35 @@ func Build(getenv func(string) string, d Deps) (map[string]Handler, error) {
 		return nil, fmt.Errorf("archiver config: %w", err)
 	}
 	indexerEnv := envcontract.Of(wiring.StreamIndexer).Only(getenv)
-	search, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{indexerEnv(envcontract.SearchURL)}}})
+	search, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{indexerEnv(envcontract.SearchURL)},
+		Transport: tr(wiring.StreamIndexer).Transport(nil)}})
 	if err != nil {
 		return nil, fmt.Errorf("search client: %w", err)
 	}
 	reporter := func(fn string) *batchmetrics.Reporter {
 		return &batchmetrics.Reporter{Function: fn, Logger: d.Logger.With("function", fn), Metrics: d.Metrics}
 	}
-	return map[string]Handler{
-		wiring.Counters: counting.New(counting.Deps{DB: d.DynamoDB, Tables: counterTables,
+	// Each function's clients carry its own tracer, as on AWS; the
+	// counters' writes on products carry their batch's traceparent.
+	db, s3c := d.DynamoDB, d.S3
+	if t := tr(wiring.Counters); t.On() && db != nil {
+		db = dynamodb.New(db.Options(), t.DynamoDB(), tracing.Stamp(counterTables.Products))
+	}
+	if t := tr(wiring.Archiver); t.On() && s3c != nil {
+		s3c = s3.New(s3c.Options(), t.S3())
+	}
+	fns := map[string]Handler{
+		wiring.Counters: counting.New(counting.Deps{DB: db, Tables: counterTables,
 			Logger: d.Logger.With("function", wiring.Counters), Reporter: reporter(wiring.Counters)}),
 		wiring.StreamIndexer: indexing.New(indexing.Deps{Search: search,
 			Logger: d.Logger.With("function", wiring.StreamIndexer), Reporter: reporter(wiring.StreamIndexer)}),
-		wiring.Archiver: archiving.New(archiving.Deps{S3: d.S3, Bucket: archiverEnv(envcontract.ArchiveBucket), Tables: archived,
+		wiring.Archiver: archiving.New(archiving.Deps{S3: s3c, Bucket: archiverEnv(envcontract.ArchiveBucket), Tables: archived,
 			Logger: d.Logger.With("function", wiring.Archiver), Reporter: reporter(wiring.Archiver)}),
-	}, nil
+	}
+	for name, h := range fns {
+		if t := tr(name); t.On() {
+			fns[name] = handlerFunc(t.Stream(name, h.Handle))
+		}
+	}
+	return fns, nil
 }

@@ -17,6 +17,26 @@ import (
 // Namespace is the CloudWatch namespace of the stream functions' metrics.
 const Namespace = "shopstream/streams"
 
+// FreshnessMetric is the age of each record a function processes (now minus
+// its ApproximateCreationDateTime, in milliseconds): one value per record,
+// so CloudWatch's percentiles are the records' (an alarm on its p99).
+const FreshnessMetric = "freshness"
+
+// maxValues is the most values an EMF metric may hold in one line.
+const maxValues = 100
+
+// Ages are the records' ages in milliseconds (none for a record without a
+// creation time).
+func Ages(ev events.DynamoDBEvent, now time.Time) []int64 {
+	ages := make([]int64, 0, len(ev.Records))
+	for _, r := range ev.Records {
+		if t := r.Change.ApproximateCreationDateTime.Time; !t.IsZero() {
+			ages = append(ages, max(now.Sub(t), 0).Milliseconds())
+		}
+	}
+	return ages
+}
+
 // Reporter writes batch reports for one function.
 type Reporter struct {
 	// Function names the function in the metrics.
@@ -61,7 +81,7 @@ func (r *Reporter) Batch(ctx context.Context, ev events.DynamoDBEvent, failures 
 	if r.Metrics == nil {
 		return
 	}
-	line, err := json.Marshal(map[string]any{
+	rec := map[string]any{
 		"function": r.Function, "records": len(ev.Records), "failures": failures, "streamLag": lag.Milliseconds(), "duration": ms,
 		"_aws": map[string]any{"Timestamp": now.UnixMilli(), "CloudWatchMetrics": []map[string]any{{
 			"Namespace":  Namespace,
@@ -69,9 +89,16 @@ func (r *Reporter) Batch(ctx context.Context, ev events.DynamoDBEvent, failures 
 			"Metrics": []map[string]string{
 				{"Name": "records", "Unit": "Count"}, {"Name": "failures", "Unit": "Count"},
 				{"Name": "streamLag", "Unit": "Milliseconds"}, {"Name": "duration", "Unit": "Milliseconds"},
+				{"Name": FreshnessMetric, "Unit": "Milliseconds"},
 			},
 		}}},
-	})
+	}
+	if ages := Ages(ev, now); len(ages) > 0 {
+		rec[FreshnessMetric] = ages[:min(len(ages), maxValues)]
+	} else {
+		rec[FreshnessMetric] = lag.Milliseconds()
+	}
+	line, err := json.Marshal(rec)
 	if err != nil {
 		return
 	}

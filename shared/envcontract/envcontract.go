@@ -46,6 +46,25 @@ const (
 
 // Defaults of the settings, and the local stack's values where AWS gives
 // the function its own.
+// OpenTelemetry's standard variables (shared/tracing). Every function is
+// given the first three on AWS; the others are local settings: another OTLP
+// tool, the protocol, tracing off, the export delay.
+const (
+	OTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	TracesSampler      = "OTEL_TRACES_SAMPLER"
+	TracesSamplerArg   = "OTEL_TRACES_SAMPLER_ARG"
+	OTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	OTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	OTelDisabled       = "OTEL_SDK_DISABLED"
+	OTelServiceName    = "OTEL_SERVICE_NAME"
+	SpanBatchDelay     = "OTEL_BSP_SCHEDULE_DELAY"
+)
+
+// Tracing names every OpenTelemetry variable a function reads.
+func Tracing() []string {
+	return []string{OTLPTracesEndpoint, TracesSampler, TracesSamplerArg, OTLPEndpoint, OTLPProtocol, OTelDisabled, OTelServiceName, SpanBatchDelay}
+}
+
 const (
 	// DefaultCartTTL is CART_TTL's default, a week.
 	DefaultCartTTL = 7 * 24 * time.Hour
@@ -166,6 +185,8 @@ func (c Contract) Deployed() []string {
 	if c.CursorSecret {
 		out = append(out, CursorSecretARN)
 	}
+	// Every function traces: X-Ray's OTLP endpoint and the stage's sampling.
+	out = append(out, OTLPTracesEndpoint, TracesSampler, TracesSamplerArg)
 	sort.Strings(out)
 	return out
 }
@@ -195,6 +216,7 @@ func (c Contract) LocalOnly() []string {
 // endpoint with Archive (the archiver addresses a local S3 by path).
 func (c Contract) Reads() []string {
 	out := append(append(c.Deployed(), c.LocalOnly()...), c.Settings...)
+	out = append(out, OTLPEndpoint, OTLPProtocol, OTelDisabled, OTelServiceName, SpanBatchDelay)
 	if c.Search {
 		out = append(out, SearchSigV4)
 	}

@@ -18,10 +18,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/tracing"
 )
 
 // MaxBodyBytes is the largest request body accepted; larger ones get 413.
@@ -44,6 +48,8 @@ type Deps struct {
 	Timeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Tracing gives each request a server span (nil: none).
+	Tracing *tracing.Tracing
 }
 
 // Handler serves the API.
@@ -94,6 +100,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The server span continues a caller's traceparent; its own context is
+	// the one the store writes on the items of the request (tracing.Stamp).
+	ctx, span := h.deps.Tracing.Tracer().Start(tracing.Extract(ctx, ev.Headers), "api", trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
 	meter := &store.Meter{}
 	ctx = store.WithMeter(ctx, meter)
 	reqID := ev.RequestContext.RequestID
@@ -117,7 +127,31 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	}
 	resp := w.response()
 	h.observe(ctx, route, resp.StatusCode, w.problemType, h.deps.Now().Sub(start), meter.Usage())
+	endSpan(span, r, route, resp.StatusCode, w.problemType)
 	return resp, nil
+}
+
+// endSpan names the server span after its route and says how it ended: the
+// route's pattern, never its path (ids), and no user id or other personal
+// data.
+func endSpan(span trace.Span, r *http.Request, route string, status int, problemType string) {
+	if !span.IsRecording() {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	span.SetName(route)
+	span.SetAttributes(attribute.String(tracing.AttrRoute, route), attribute.Int(tracing.AttrStatus, status))
+	if r != nil {
+		span.SetAttributes(attribute.String(tracing.AttrMethod, r.Method))
+	}
+	if problemType != "" {
+		span.SetAttributes(attribute.String(tracing.AttrProblemType, problemType))
+	}
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
 }
 
 // toRequest turns the event into an *http.Request. Codes: TooLarge, Invalid.

@@ -20,6 +20,10 @@ import (
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
+// TracesSampler keeps a caller's decision (parent-based) and samples new
+// traces at the stage's ratio (OTEL_TRACES_SAMPLER).
+const TracesSampler = "parentbased_traceidratio"
+
 // Handler is the handler name of every function: the provided.al2023 runtime
 // runs the file named bootstrap.
 const Handler = "bootstrap"
@@ -164,6 +168,11 @@ func (b *builder) functions() error {
 			// configuration ever holds the key.
 			env[envcontract.CursorSecretARN] = b.s.CursorSecret.SecretArn()
 		}
+		// X-Ray's OTLP endpoint in the stack's region; the role's
+		// xray:PutTraceSegments (active tracing grants it) authorizes it.
+		env[envcontract.OTLPTracesEndpoint] = awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("https://xray."), awscdk.Aws_REGION(), jsii.String(".amazonaws.com/v1/traces")})
+		env[envcontract.TracesSampler] = jsii.String(TracesSampler)
+		env[envcontract.TracesSamplerArg] = jsii.String(b.cfg.TraceSampleRatio)
 		fn, err := b.goFunction(name, a, env)
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/shopstream/shopstream/shared/batchmetrics"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -24,6 +25,15 @@ const (
 	apiLatencyAlarmMs = 2000
 	// api5xxAlarm is the 5xx count per five minutes.
 	api5xxAlarm = 5
+	// freshnessAlarmMs is the p99 age of the records a stream function
+	// processes (now minus ApproximateCreationDateTime, batchmetrics'
+	// freshness), three periods in a row. Locally the p99 is 0.7 s (make
+	// trace); on AWS add the creation time's rounding down to the second
+	// (up to 1 s), the mapping's polling (4 times a second) and batching
+	// window (1 s at most, shared/wiring): about 3 s. 5 s leaves room for a
+	// cold start and alarms long before the iterator age's 5 minutes
+	// (docs/operations.md).
+	freshnessAlarmMs = 5000
 )
 
 // monitoring declares an alarm topic, alarms on every failure mode the
@@ -74,7 +84,7 @@ func (b *builder) monitoring(email string) {
 	}
 	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
 
-	var fnErrors, fnThrottles, iterAge, discarded, lost, ddbThrottles []awscloudwatch.IMetric
+	var fnErrors, fnThrottles, iterAge, freshness, discarded, lost, ddbThrottles []awscloudwatch.IMetric
 	for _, name := range wiring.Functions() {
 		fn := b.s.Functions[name]
 		id := constructID(name)
@@ -125,6 +135,15 @@ func (b *builder) monitoring(email string) {
 		age := b.s.Functions[name].Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Maximum")})
 		alarm(constructID(name)+"IteratorAge", age, iteratorAgeAlarmMs, 3, name+" falls behind its streams")
 		iterAge = append(iterAge, age)
+		fresh := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(batchmetrics.Namespace),
+			MetricName:    jsii.String(batchmetrics.FreshnessMetric),
+			DimensionsMap: &map[string]*string{"function": jsii.String(name)},
+			Period:        period,
+			Statistic:     jsii.String("p99"),
+		})
+		alarm(constructID(name)+"Freshness", fresh, freshnessAlarmMs, 3, name+"'s p99 freshness (the age of the records it processes) is above its service level: find a slow batch with make trace or the trace search")
+		freshness = append(freshness, fresh)
 	}
 	for i, t := range tables.All() {
 		table := b.s.Tables[t.Name]
@@ -164,8 +183,25 @@ func (b *builder) monitoring(email string) {
 	)
 	dash.AddWidgets(graph("Function errors", fnErrors), graph("Function throttles", fnThrottles))
 	dash.AddWidgets(graph("Stream iterator age (ms)", iterAge), graph("Records discarded, kept in the failure bucket", discarded))
+	dash.AddWidgets(graph("Freshness p99 (ms): record age when processed", freshness), b.traceLinks())
 	dash.AddWidgets(graph("Records lost (dropped, destination delivery failures)", lost))
 	dash.AddWidgets(graph("DynamoDB throttled requests", ddbThrottles))
+}
+
+// traceLinks is the dashboard's way to the traces: X-Ray's trace search and
+// CloudWatch's Transaction Search over every span (aws/spans), in the
+// stack's region. Every log line carries traceId and spanId, so a line found
+// in Logs Insights opens its trace there too.
+func (b *builder) traceLinks() awscloudwatch.IWidget {
+	console := awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String("https://console.aws.amazon.com/cloudwatch/home?region="), awscdk.Aws_REGION()})
+	md := awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String("### Traces\n[Trace search]("), console,
+		jsii.String("#xray:traces/query) (an order id is a link's shopstream.item) · [Transaction Search]("), console,
+		jsii.String("#application-signals:transaction-search) · [Trace map]("), console,
+		jsii.String("#xray:service-map/map)\n\nLocally: make trace ID=<order id>."),
+	})
+	return awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{Markdown: md, Width: jsii.Number(12), Height: jsii.Number(4)})
 }
 
 // searchAlarms declares AWS's recommended alarms for the OpenSearch domain

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -910,12 +911,52 @@ func TestMonitoring(t *testing.T) {
 		"5xx":                                     1,
 		"Latency":                                 1,
 		"expression":                              len(tables.All()) + 1,
+		"freshness":                               3,
 	}
 	if d := cmp.Diff(want, counts); d != "" {
 		t.Errorf("alarms by metric (-want +got):\n%s", d)
 	}
 	if n := len(s.resources("AWS::CloudWatch::Dashboard")); n != 1 {
 		t.Errorf("got %d dashboards, want 1", n)
+	}
+}
+
+// TestTracingPerStage: every function exports to X-Ray's OTLP endpoint of
+// its region, parent-based, every trace in dev and a ratio in prod, and its
+// role may put trace segments (the one action the endpoint authorizes) and no
+// other X-Ray action but the telemetry records active tracing adds.
+func TestTracingPerStage(t *testing.T) {
+	for stage, ratio := range map[string]string{stack.Dev: "1", stack.Prod: "0.05"} {
+		s := stages[stage]
+		for _, name := range wiring.Functions() {
+			c := props(s.resources("AWS::Lambda::Function")[s.logicalID(s.stack.Functions[name])])
+			vars := c["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if vars[envcontract.TracesSampler] != stack.TracesSampler || vars[envcontract.TracesSamplerArg] != ratio {
+				t.Errorf("%s %s: got sampler %v %v, want %s %s", stage, name, vars[envcontract.TracesSampler], vars[envcontract.TracesSamplerArg], stack.TracesSampler, ratio)
+			}
+			if ep := fmt.Sprint(vars[envcontract.OTLPTracesEndpoint]); !strings.Contains(ep, "https://xray.") || !strings.Contains(ep, "AWS::Region") || !strings.Contains(ep, "/v1/traces") {
+				t.Errorf("%s %s: endpoint %s, want X-Ray's OTLP endpoint in the stack's region", stage, name, ep)
+			}
+		}
+		var xray []string
+		for _, p := range s.resources("AWS::IAM::Policy") {
+			for _, st := range props(p)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				acts := st.(map[string]any)["Action"]
+				list, ok := acts.([]any)
+				if !ok {
+					list = []any{acts}
+				}
+				for _, a := range list {
+					if as := fmt.Sprint(a); strings.HasPrefix(as, "xray:") && !slices.Contains(xray, as) {
+						xray = append(xray, as)
+					}
+				}
+			}
+		}
+		slices.Sort(xray)
+		if d := cmp.Diff([]string{"xray:PutTelemetryRecords", "xray:PutTraceSegments"}, xray); d != "" {
+			t.Errorf("%s: X-Ray actions (-want +got):\n%s", stage, d)
+		}
 	}
 }
 

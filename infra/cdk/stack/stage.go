@@ -67,6 +67,10 @@ type Config struct {
 	// operator command, a replay) costs at most that much an hour instead of
 	// DynamoDB's per-table quota (docs/deploy.md, "Sale day").
 	MaxThroughput Throughput
+	// TraceSampleRatio is the share of new traces kept (OTEL_TRACES_SAMPLER_ARG,
+	// "0" to "1"); a request that comes with a sampled traceparent is kept
+	// whatever it is (parent-based).
+	TraceSampleRatio string
 	// SaleWarmThroughput pre-warms tables and global indexes for a sale, by
 	// table or table.index (the saleWarmThroughput context); a warmed
 	// direction's cap is lifted to its warm throughput (MaxThroughputOf).
@@ -142,6 +146,7 @@ var stages = map[string]Config{
 		ArchiveGlacierAfterDays:    90,
 		PITRRecoveryDays:           7,
 		MaxThroughput:              Throughput{Reads: 1000, Writes: 1000},
+		TraceSampleRatio:           "1",
 	},
 	Prod: {
 		Stage:                     Prod,
@@ -169,6 +174,7 @@ var stages = map[string]Config{
 		ArchiveGlacierAfterDays:    90,
 		PITRRecoveryDays:           35,
 		MaxThroughput:              Throughput{Reads: 12000, Writes: 4000},
+		TraceSampleRatio:           "0.05",
 	},
 }
 

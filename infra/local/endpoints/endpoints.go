@@ -24,6 +24,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/ddblocal"
+	"github.com/shopstream/shopstream/infra/local/otlp"
 	"github.com/shopstream/shopstream/infra/local/s3server"
 	"github.com/shopstream/shopstream/infra/local/search"
 )
@@ -37,6 +38,9 @@ type Config struct {
 	// DynamoDBAddr, S3Addr and SearchAddr are listen addresses such as
 	// "127.0.0.1:8000"; empty means a free port on 127.0.0.1.
 	DynamoDBAddr, S3Addr, SearchAddr string
+	// OTLPAddr is the trace receiver's listen address (OTLP/HTTP);
+	// empty means a free port on 127.0.0.1.
+	OTLPAddr string
 	// DataDir keeps all data on disk; "" keeps it in memory.
 	DataDir string
 	// TTLSweepInterval is the TTL sweeper's period (default 5s; negative disables it).
@@ -65,6 +69,10 @@ type Stack struct {
 	DynamoDBURL string
 	S3URL       string
 	SearchURL   string
+	// OTLPURL receives OTLP/HTTP traces (POST /v1/traces).
+	OTLPURL string
+	// Traces holds the spans received.
+	Traces *otlp.Receiver
 	// Front is the DynamoDB endpoint, for its fault hook and sweeper.
 	Front *ddbfront.Front
 
@@ -162,6 +170,13 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if s.SearchURL, err = s.serve(cfg.SearchAddr, s.search); err != nil {
 		return nil, fmt.Errorf("start search endpoint: %w", err)
 	}
+
+	if s.Traces, err = otlp.New(sub(cfg.DataDir, "traces")); err != nil {
+		return nil, err
+	}
+	if s.OTLPURL, err = s.serve(cfg.OTLPAddr, s.Traces.Handler()); err != nil {
+		return nil, fmt.Errorf("start otlp endpoint: %w", err)
+	}
 	return s, nil
 }
 
@@ -221,6 +236,9 @@ func (s *Stack) Close() error {
 	}
 	if s.search != nil {
 		errs = append(errs, s.search.Close())
+	}
+	if s.Traces != nil {
+		errs = append(errs, s.Traces.Close())
 	}
 	if s.ddbl != nil {
 		errs = append(errs, s.ddbl.Close())

@@ -228,6 +228,7 @@ func startSampleStack(tb testing.TB) *sampleStack {
 	f.template = filepath.Join("..", "..", "..", "template.yaml")
 	f.envVars = localEnvVars(tb, filepath.Join(samples.Dir(tb), "sam-env.json"), map[string]string{
 		"AWS_ENDPOINT_URL_DYNAMODB": sys.DynamoDBURL, "AWS_ENDPOINT_URL_S3": sys.S3URL, "SEARCH_URL": sys.SearchURL,
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": sys.OTLPURL + "/v1/traces",
 	})
 	tmpl, err := invoke.Load(f.template, nil)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/api/store"
@@ -27,6 +28,7 @@ import (
 	"github.com/shopstream/shopstream/shared/migrations"
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -99,7 +101,9 @@ type System struct {
 	// APIRouting splits the API's requests between this tree's API
 	// (Primary) and the canary's build (Additional); nil without a canary.
 	APIRouting *apigw.Weighted
-	closers    []func() error
+	// Tracing is each function's tracer by name.
+	Tracing map[string]*tracing.Tracing
+	closers []func() error
 }
 
 // Start runs everything and returns when the API answers and the processors poll.
@@ -143,7 +147,18 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 		env[t.EnvVar] = tables.Physical(cfg.TablePrefix, t.Name)
 	}
 	env[envcontract.SearchURL] = st.SearchURL
+	// The functions send their spans to the stack's receiver unless the
+	// standard variables point them at another OTLP tool.
+	if env[envcontract.OTLPEndpoint] == "" && env[envcontract.OTLPTracesEndpoint] == "" {
+		env[envcontract.OTLPEndpoint] = st.OTLPURL
+	}
+	if env[envcontract.SpanBatchDelay] == "" {
+		env[envcontract.SpanBatchDelay] = "500"
+	}
 	getenv := func(k string) string { return env[k] }
+	if err := s.tracers(ctx, getenv); err != nil {
+		return nil, err
+	}
 
 	api, err := s.api(getenv, cfg)
 	if err != nil {
@@ -173,14 +188,55 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 	if err != nil {
 		return nil, fmt.Errorf("api config: %w", err)
 	}
+	tr := s.Tracing["api"]
+	db := s.DynamoDB()
+	if tr.On() {
+		db = dynamodb.New(db.Options(), tr.DynamoDB(), tracing.Stamp(tracing.StreamedTables(apiCfg.Tables)...))
+	}
 	h := httpapi.New(httpapi.Deps{
-		Store:   store.New(s.DynamoDB(), store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
+		Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
 		Cursors: cursor.NewSigner(apiCfg.CursorSecret),
-		Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: &http.Client{Timeout: 5 * time.Second}},
-		Logger:  cfg.Logger.With("function", "api"),
+		Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: tr.Transport(nil)}},
+		Logger:  tracing.Logger(cfg.Logger.With("function", "api")),
 		Metrics: cfg.Metrics,
+		Tracing: tr,
 	})
 	return h, nil
+}
+
+// tracers builds each function's tracer from the environment, as the
+// function does on AWS (tracing.ConfigFromEnv).
+func (s *System) tracers(ctx context.Context, getenv func(string) string) error {
+	s.Tracing = map[string]*tracing.Tracing{}
+	for _, fn := range []string{"api", wiring.Counters, wiring.StreamIndexer, wiring.Archiver} {
+		cfg, err := tracing.ConfigFromEnv(fn, getenv)
+		if err != nil {
+			return fmt.Errorf("%s: tracing: %w", fn, err)
+		}
+		cfg.Service = fn // one service per function, as on AWS
+		t, err := tracing.New(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fn, err)
+		}
+		s.Tracing[fn] = t
+		s.closers = append(s.closers, func() error {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = t.Shutdown(sctx)
+			return nil
+		})
+	}
+	return nil
+}
+
+// FlushTraces sends every span the functions ended so far to the receiver.
+func (s *System) FlushTraces(ctx context.Context) error {
+	for _, t := range s.Tracing {
+		if err := t.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // canary starts the canary's build of the API function in its own

@@ -8,6 +8,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/esm"
 	"github.com/shopstream/shopstream/infra/streamfunctions"
 	"github.com/shopstream/shopstream/shared/routes"
+	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -38,7 +39,7 @@ func StreamFunctions(getenv func(string) string, d FunctionDeps) (map[string]esm
 // on AWS and starts the event-source mappings of shared/wiring.
 func (s *System) processors(ctx context.Context, getenv func(string) string, cfg Config) error {
 	functions, err := StreamFunctions(getenv, FunctionDeps{DynamoDB: s.DynamoDB(), S3: s.S3(), Logger: cfg.Logger,
-		Metrics: cfg.Metrics})
+		Metrics: cfg.Metrics, Tracing: func(fn string) *tracing.Tracing { return s.Tracing[fn] }})
 	if err != nil {
 		return err
 	}
