@@ -16,10 +16,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -101,6 +103,11 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		l.close()
 		return nil, err
 	}
+	stamps, seen, err := openStampLog(cfg.DataDir, time.Now())
+	if err != nil {
+		l.close()
+		return nil, err
+	}
 	f := &Front{
 		cfg: cfg,
 		client: &http.Client{Transport: &http.Transport{
@@ -110,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		ledger:    l,
 		ttl:       ttl,
 		faults:    &faults{},
-		positions: newPositions(cfg.Streams),
+		positions: newPositions(cfg.Streams, cfg.DynamoDB, cfg.Logger, stamps, seen),
 		stop:      make(chan struct{}),
 		limits:    newLimiter(cfg.Limits, cfg.DynamoDB),
 	}
@@ -138,8 +145,7 @@ func (f *Front) Close() error {
 	}
 	f.wg.Wait()
 	f.client.CloseIdleConnections()
-	f.positions.close()
-	return f.ledger.close()
+	return errors.Join(f.positions.close(), f.ledger.close())
 }
 
 func (f *Front) sweepLoop() {
@@ -211,6 +217,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.answer(w, func() (any, error) { return f.describeTimeToLive(r.Context(), body) })
 		return
 	}
+	var streams []string
+	if writeTargets[target] {
+		streams = f.positions.before(r.Context(), writtenTables(op, body))
+	}
 	if adm != nil && adm.rewrite != nil {
 		body = adm.rewrite.forward
 	}
@@ -232,6 +242,11 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	adm.hold(r.Context())
+	if len(streams) > 0 && resp.StatusCode == http.StatusOK {
+		// DynamoDB Local answers once the write is applied, stream records
+		// included.
+		f.positions.wrote(streams...)
+	}
 	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
 		f.answerCommitted(w, r, resp, adm)
 		return
@@ -242,7 +257,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
 			return
 		}
-		if annotated, err := f.annotate(body, out); err != nil {
+		if annotated, err := f.annotate(r.Context(), body, out); err != nil {
 			f.cfg.Logger.Warn("annotate stream records", "err", err.Error())
 		} else {
 			out = annotated
@@ -253,6 +268,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tableTargets[target] && resp.StatusCode == http.StatusOK {
 		var in struct{ TableName string }
 		if json.Unmarshal(body, &in) == nil {
+			f.positions.forget(in.TableName)
 			if f.limits != nil {
 				f.limits.schemas.forget(in.TableName)
 			}
@@ -382,12 +398,105 @@ func writeErrorBody(w http.ResponseWriter, status int, v any) {
 	send(w, status, body)
 }
 
-// tableTargets are the operations that create, change or delete a table,
-// after which the front drops what it knows of the table.
+// writeTargets are the operations that change items, and so write stream records.
+var writeTargets = map[string]bool{
+	"DynamoDB_20120810.PutItem":               true,
+	"DynamoDB_20120810.UpdateItem":            true,
+	"DynamoDB_20120810.DeleteItem":            true,
+	"DynamoDB_20120810.BatchWriteItem":        true,
+	"DynamoDB_20120810.TransactWriteItems":    true,
+	"DynamoDB_20120810.ExecuteStatement":      true,
+	"DynamoDB_20120810.BatchExecuteStatement": true,
+	"DynamoDB_20120810.ExecuteTransaction":    true,
+}
+
+// tableTargets are the operations after which a table's stream may be another.
 var tableTargets = map[string]bool{
 	"DynamoDB_20120810.CreateTable": true,
 	"DynamoDB_20120810.UpdateTable": true,
 	"DynamoDB_20120810.DeleteTable": true,
+}
+
+// writtenTables names the tables a write may change, each once: tablesOf's
+// for the item APIs, the target of each INSERT, UPDATE and DELETE statement
+// for PartiQL.
+func writtenTables(op string, body []byte) []string {
+	var names []string
+	switch op {
+	case "ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction":
+		var req struct {
+			Statement                      string
+			Statements, TransactStatements []struct{ Statement string }
+		}
+		if json.Unmarshal(body, &req) != nil {
+			return nil
+		}
+		stmts := []string{req.Statement}
+		for _, s := range append(req.Statements, req.TransactStatements...) {
+			stmts = append(stmts, s.Statement)
+		}
+		for _, s := range stmts {
+			if t := statementTable(s); t != "" {
+				names = append(names, t)
+			}
+		}
+	default:
+		names = tablesOf(op, body)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// statementTable reads the table a PartiQL INSERT INTO, UPDATE or DELETE FROM
+// statement writes, its name plain or in double quotes; "" for any other
+// statement.
+func statementTable(stmt string) string {
+	rest := stmt
+	word := func() string {
+		rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+		i := strings.IndexFunc(rest, func(r rune) bool { return !unicode.IsLetter(r) })
+		if i < 0 {
+			i = len(rest)
+		}
+		w := rest[:i]
+		rest = rest[i:]
+		return strings.ToUpper(w)
+	}
+	switch word() {
+	case "INSERT":
+		if word() != "INTO" {
+			return ""
+		}
+	case "DELETE":
+		if word() != "FROM" {
+			return ""
+		}
+	case "UPDATE":
+	default:
+		return ""
+	}
+	rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+	if strings.HasPrefix(rest, `"`) {
+		var name strings.Builder
+		for i := 1; i < len(rest); i++ {
+			if rest[i] != '"' {
+				name.WriteByte(rest[i])
+				continue
+			}
+			if i+1 < len(rest) && rest[i+1] == '"' { // "" stands for one "
+				name.WriteByte('"')
+				i++
+				continue
+			}
+			return name.String()
+		}
+		return ""
+	}
+	i := strings.IndexFunc(rest, func(r rune) bool { return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') })
+	if i < 0 {
+		i = len(rest)
+	}
+	return rest[:i]
 }
 
 // tablesOf names the tables a request touches, for the fault hook and the

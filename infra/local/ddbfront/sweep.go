@@ -209,6 +209,16 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 			return n, err
 		}
 	}
+	if streamArn != "" && n > 0 {
+		// The sweeper deletes past the front. A pass after the page gives
+		// its REMOVE records the second the page ended in, at most the
+		// page's deletes late: tens of milliseconds, where AWS deletes
+		// expired items up to days after they expire. A pass per delete
+		// would take a quarter of the sweeper's throughput.
+		if err := f.positions.follow(ctx, streamArn); err != nil {
+			f.cfg.Logger.WarnContext(ctx, "follow stream", "table", table, "err", err.Error())
+		}
+	}
 	return n, errors.Join(errs...)
 }
 
@@ -246,14 +256,16 @@ func (f *Front) settlePending(ctx context.Context) error {
 var serviceIdentity = json.RawMessage(`{"PrincipalId":"dynamodb.amazonaws.com","Type":"Service"}`)
 
 // annotate rewrites a GetRecords answer as DynamoDB Streams would have
-// given it: the service userIdentity on the REMOVE records the sweeper
-// caused. Creation times stay DynamoDB Local's, to the minute.
-func (f *Front) annotate(reqBody, respBody []byte) ([]byte, error) {
+// given it: each record's creation time to the second when the follower
+// knows it (stamp.go), and the service userIdentity on the REMOVE records the
+// sweeper caused.
+func (f *Front) annotate(ctx context.Context, reqBody, respBody []byte) ([]byte, error) {
 	var req struct{ ShardIterator string }
 	if err := json.Unmarshal(reqBody, &req); err != nil {
 		return nil, fmt.Errorf("decode get records request: %w", err)
 	}
 	streamArn := streamOfIterator(req.ShardIterator)
+	shard := shardOfIterator(req.ShardIterator)
 	var resp map[string]json.RawMessage
 	if err := json.Unmarshal(respBody, &resp); err != nil {
 		return nil, fmt.Errorf("decode get records response: %w", err)
@@ -262,18 +274,44 @@ func (f *Front) annotate(reqBody, respBody []byte) ([]byte, error) {
 	if err := json.Unmarshal(resp["Records"], &records); err != nil || len(records) == 0 {
 		return respBody, nil
 	}
+	changes := make([]map[string]json.RawMessage, len(records))
+	seqs := make([]string, len(records))
+	behind := false
+	for i, rec := range records {
+		if json.Unmarshal(rec["dynamodb"], &changes[i]) != nil || json.Unmarshal(changes[i]["SequenceNumber"], &seqs[i]) != nil {
+			continue
+		}
+		if _, covered := f.positions.stampOf(streamArn, shard, seqs[i]); !covered {
+			behind = true
+		}
+	}
+	if behind && shard != "" {
+		// A reader ahead of the follower: a write's records can be read
+		// before the pass the write started has found them.
+		f.positions.reading(streamArn, shard)
+		if err := f.positions.follow(ctx, streamArn); err != nil {
+			f.cfg.Logger.WarnContext(ctx, "follow stream", "table", tableFromStreamARN(streamArn), "err", err.Error())
+		}
+	}
 	changed := false
-	for _, rec := range records {
+	for i, rec := range records {
+		d := changes[i]
+		if d == nil {
+			continue
+		}
+		if sec, _ := f.positions.stampOf(streamArn, shard, seqs[i]); sec != unknown {
+			if v, ok := restamp(d["ApproximateCreationDateTime"], sec); ok {
+				d["ApproximateCreationDateTime"] = v
+				raw, err := encodeJSON(d)
+				if err != nil {
+					return nil, fmt.Errorf("encode record %s: %w", seqs[i], err)
+				}
+				rec["dynamodb"] = raw
+				changed = true
+			}
+		}
 		var name string
 		if json.Unmarshal(rec["eventName"], &name) != nil || name != "REMOVE" {
-			continue
-		}
-		var d map[string]json.RawMessage
-		if json.Unmarshal(rec["dynamodb"], &d) != nil {
-			continue
-		}
-		var seq string
-		if json.Unmarshal(d["SequenceNumber"], &seq) != nil {
 			continue
 		}
 		var keys map[string]map[string]json.RawMessage
@@ -284,7 +322,7 @@ func (f *Front) annotate(reqBody, respBody []byte) ([]byte, error) {
 		if !ok {
 			continue
 		}
-		if f.ledger.isSweep(streamArn, key, seq) {
+		if f.ledger.isSweep(streamArn, key, seqs[i]) {
 			rec["userIdentity"] = serviceIdentity
 			changed = true
 		}
