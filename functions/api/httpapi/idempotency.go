@@ -139,9 +139,12 @@ func (h *Handler) recall(ctx context.Context, w http.ResponseWriter, key, reques
 	if rem.RequestHash != requestHash {
 		return true, errcode.Errorf(errcode.Conflict, "the Idempotency-Key was used for a request with another body")
 	}
+	if rem.Kept == nil {
+		return true, fmt.Errorf("replay idempotency key %s: no response kept", key)
+	}
 	var resp storedResponse
-	if err := attributevalue.Unmarshal(rem.Kept, &resp); err != nil || rem.Kept == nil {
-		return true, fmt.Errorf("replay idempotency key: kept response unreadable: %v", err)
+	if err := attributevalue.Unmarshal(rem.Kept, &resp); err != nil {
+		return true, fmt.Errorf("replay idempotency key %s: %w", key, err)
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
 	replay(w, resp)

@@ -78,7 +78,7 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		case len(plan.gone)+len(plan.short) > 0:
 			return orders.Order{}, shortage(plan.gone, plan.short)
 		}
-		o, outcome, err := s.commitOrder(ctx, userID, req, rd, plan, claim, &lessons)
+		o, outcome, err := s.commitOrder(ctx, userID, rd, plan, claim, &lessons)
 		switch outcome {
 		case placed:
 			return o, nil
@@ -253,7 +253,7 @@ const (
 // a stock decrement's failed condition teaches the lessons what to read
 // consistently and plan wide next (replan); contention or throttling is
 // busy.
-func (s *Store) commitOrder(ctx context.Context, userID string, req orders.Request, rd orderRead, plan orderPlan, claim *Claim[orders.Order], l *orderLessons) (orders.Order, commitOutcome, error) {
+func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, plan orderPlan, claim *Claim[orders.Order], l *orderLessons) (orders.Order, commitOutcome, error) {
 	now := s.stamp()
 	o := orders.Order{UserID: userID, OrderID: s.cfg.NewID(), Status: orders.Placed, CreatedAt: now, UpdatedAt: now, Version: 1, Shape: shapes.Order}
 	for _, it := range rd.items {

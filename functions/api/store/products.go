@@ -133,23 +133,27 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// when it may hold stock, so the total is one the product held (a unit
 	// is never shown twice).
 	if moving {
-		catalog, bs, err := s.readAtOnce(ctx, id, n, true)
-		if err != nil {
-			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+		// A respread between the two reads changes the number of buckets:
+		// read again with the number the consistent read found.
+		for range 3 {
+			catalog, bs, err := s.readAtOnce(ctx, id, n, true)
+			if err != nil {
+				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+			}
+			if catalog == nil {
+				return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
+			}
+			if p, err = decodeProduct(catalog); err != nil {
+				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+			}
+			if bucketsOf(p) == n {
+				p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
+				p.Version += versions(bs)
+				return p, nil
+			}
+			n = bucketsOf(p)
 		}
-		if catalog == nil {
-			return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
-		}
-		if p, err = decodeProduct(catalog); err != nil {
-			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
-		}
-		if bucketsOf(p) != n {
-			// Respread since the first read: read its buckets afresh.
-			return s.GetProduct(ctx, id)
-		}
-		p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
-		p.Version += versions(bs)
-		return p, nil
+		return products.Product{}, contention("get product " + id)
 	}
 	_, bs, err := s.readAtOnce(ctx, id, n, false)
 	if err != nil {
