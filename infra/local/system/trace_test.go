@@ -14,6 +14,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/tracing"
+	"github.com/shopstream/shopstream/shared/ulid"
 )
 
 // traceOf waits until the receiver holds a batch of function linking to
@@ -203,12 +204,15 @@ func TestTraceOfMalformedTraceparent(t *testing.T) {
 	if _, ok := got.Item[tracing.ItemAttr]; !ok {
 		t.Fatalf("the order carries no %s", tracing.ItemAttr)
 	}
-	for i, tp := range []string{"", "00-not-a-traceparent-01"} {
+	// Fresh ids: a copy must be a new order (an INSERT), never the first
+	// one rewritten.
+	ids := ulid.New(time.Now)
+	for _, tp := range []string{"", "00-not-a-traceparent-01"} {
 		item := map[string]types.AttributeValue{}
 		for k, v := range got.Item {
 			item[k] = v
 		}
-		item["orderId"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("%s%d", order.OrderID[:len(order.OrderID)-1], i)}
+		item["orderId"] = &types.AttributeValueMemberS{Value: ids.Make()}
 		delete(item, tracing.ItemAttr)
 		if tp != "" {
 			item[tracing.ItemAttr] = &types.AttributeValueMemberS{Value: tp}
