@@ -49,6 +49,8 @@ type drillOptions struct {
 	// defaultPoll polls the streams at the local mappings' default (as
 	// `make run` does) instead of the drills' quicker 100 ms.
 	defaultPoll bool
+	// mapping, when set, edits each event source mapping before the start.
+	mapping func(*wiring.Mapping)
 }
 
 func (o drillOptions) pollInterval() time.Duration {
@@ -64,6 +66,9 @@ func startDrill(t testing.TB, o drillOptions) *drill {
 	var ms []wiring.Mapping
 	for _, m := range wiring.Mappings() {
 		m.RetryAttempts = 1
+		if o.mapping != nil {
+			o.mapping(&m)
+		}
 		ms = append(ms, m)
 	}
 	sys, err := system.Start(context.Background(), system.Config{

@@ -223,7 +223,13 @@ func mustJSON(v any) []byte {
 // a replay of any age finds the good order's marker and counts it once; the
 // malformed order still fails and is kept for the next replay.
 func TestCounterReplayOfAnyAgeIsExact(t *testing.T) {
-	d := startDrill(t, drillOptions{})
+	// The two orders are two writes: a batching window keeps a poll that
+	// falls between them from splitting them into two batches.
+	d := startDrill(t, drillOptions{mapping: func(m *wiring.Mapping) {
+		if m.Name == "orders-counters" {
+			m.BatchingWindow = time.Second
+		}
+	}})
 	d.api(201, "POST", "/users", "u1", map[string]any{"name": "U1"}, nil)
 	var p product
 	d.api(201, "POST", "/products", "admin", map[string]any{"name": "Kettle", "description": "Boils", "category": "kitchen", "priceCents": 1000, "stock": 10}, &p)

@@ -58,8 +58,9 @@ func newEnv(tb testing.TB) *env {
 	return newEnvWith(tb, nil)
 }
 
-// newEnvWith is newEnv with a say in the store's configuration.
-func newEnvWith(tb testing.TB, configure func(*store.Config)) *env {
+// newEnvWith is newEnv with a say in the store's configuration and, with
+// deps, in the handler's.
+func newEnvWith(tb testing.TB, configure func(*store.Config), deps ...func(*httpapi.Deps)) *env {
 	tb.Helper()
 	prefix := stacktest.Tables(tb)
 	db := stacktest.DynamoDB(tb)
@@ -69,11 +70,14 @@ func newEnvWith(tb testing.TB, configure func(*store.Config)) *env {
 	}
 	st := store.New(db, cfg)
 	e := &env{t: tb, st: st, db: db, prefix: prefix, metrics: &syncBuffer{}}
-	deps := httpapi.Deps{
+	d := httpapi.Deps{
 		Store: st, Cursors: cursor.NewSigner([]byte(testSecret)), Metrics: e.metrics,
 		Logger: slog.New(slog.NewTextHandler(testLog{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
-	e.h = httpapi.New(deps)
+	for _, f := range deps {
+		f(&d)
+	}
+	e.h = httpapi.New(d)
 	return e
 }
 

@@ -201,9 +201,7 @@ func TestOneShardsErrorsDoNotHoldUpAnother(t *testing.T) {
 	if got := f.delivered(); got["a1"] != 0 {
 		t.Fatalf("failing shard delivered: %v", got)
 	}
-	if len(logs.lines("read shard")) == 0 {
-		t.Errorf("the failing shard's errors were not logged")
-	}
+	waitFor(t, "the failing shard's errors logged", func() bool { return len(logs.lines("read shard")) > 0 })
 	failing.Store(false)
 	idleWithin(t, p)
 	if got := f.delivered(); got["a1"] != 1 || got["a2"] != 1 {
@@ -283,7 +281,7 @@ func TestShardsListedLessOftenThanRead(t *testing.T) {
 		return reads >= 40
 	})
 	// Lambda's pace: about one listing a second for four reads a second.
-	if describes < 2 || describes > reads/4+2 {
+	if describes < 2 || describes > reads/4+4 {
 		t.Errorf("%d listings for %d reads of the shard; want about one every 4 polls", describes, reads)
 	}
 

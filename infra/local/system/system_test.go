@@ -303,11 +303,14 @@ func TestClosedOrdersAndExpiredCartsReachTheArchive(t *testing.T) {
 		t.Errorf("cart line: got %+v", cart)
 	}
 	// Archiving changes no counter.
-	var u user
-	c.must(200, "GET", "/users/u2", "u2", nil, &u)
-	if u.OrderCount != 1 || u.LifetimeSpendCents != 500 {
-		t.Errorf("counters after archiving: got %+v, want 1 order, 500 cents", u)
-	}
+	eventually(t, "the counters after archiving", func() string {
+		var u user
+		c.must(200, "GET", "/users/u2", "u2", nil, &u)
+		if u.OrderCount != 1 || u.LifetimeSpendCents != 500 {
+			return fmt.Sprintf("got %+v, want 1 order, 500 cents", u)
+		}
+		return ""
+	})
 	c.must(404, "GET", "/users/u2/orders/"+order.OrderID, "u2", nil, nil)
 }
 
