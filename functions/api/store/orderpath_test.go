@@ -18,8 +18,8 @@ import (
 )
 
 // TestOrderTooLargeForOneTransaction: four products over 32 buckets of about
-// 31 units each, ordered 1,000 each, need 4×32 decrements besides the order
-// and the user check: more than the 100 actions one transaction holds. The
+// 31 units each, ordered 1,000 each, need 4×32 decrements besides the order:
+// more than the 100 actions one transaction holds. The
 // order is refused with a conflict naming the products (it was a 500 from
 // DynamoDB's ValidationException), and nothing is written.
 func TestOrderTooLargeForOneTransaction(t *testing.T) {
@@ -264,5 +264,87 @@ func TestStockMovingIntoItsBucketIsNotCountedTwice(t *testing.T) {
 	}
 	if got.Stock != 5 {
 		t.Fatalf("stock: got %d, want 5 (the product never held more)", got.Stock)
+	}
+}
+
+// unseenUsers answers eventually consistent reads of the users table as if
+// the user were not there yet (a registration an eventually consistent read
+// may lag), and records the tables each transaction writes.
+type unseenUsers struct {
+	store.DB
+	users  string
+	tables *[][]string
+}
+
+func (d unseenUsers) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := d.DB.BatchGetItem(ctx, in, opts...)
+	if err != nil || aws.ToBool(in.RequestItems[d.users].ConsistentRead) {
+		return out, err
+	}
+	delete(out.Responses, d.users)
+	return out, nil
+}
+
+func (d unseenUsers) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	var names []string
+	for _, a := range in.TransactItems {
+		switch {
+		case a.Put != nil:
+			names = append(names, aws.ToString(a.Put.TableName))
+		case a.Update != nil:
+			names = append(names, aws.ToString(a.Update.TableName))
+		case a.ConditionCheck != nil:
+			names = append(names, aws.ToString(a.ConditionCheck.TableName))
+		case a.Delete != nil:
+			names = append(names, aws.ToString(a.Delete.TableName))
+		}
+	}
+	*d.tables = append(*d.tables, names)
+	return d.DB.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestOrderReadsTheUserNotChecksIt: the order's registration check is a
+// read of the user's key with the catalog items, not a ConditionCheck in
+// its transaction (which met the counters' writes to the user item): an
+// unregistered user gets NotFound and nothing is written; a user whom an
+// eventually consistent read does not see yet is read again consistently
+// and orders; no order transaction touches the users table.
+func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p, err := s.st.CreateProduct(ctx, products.New{Name: "Cup", Category: "kitchen", PriceCents: ptr[int64](300), Stock: ptr[int64](5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txs [][]string
+	usersTable := tables.Physical(s.prefix, tables.Users)
+	st := store.New(unseenUsers{DB: s.db, users: usersTable, tables: &txs}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	one := orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}
+
+	_, err = st.PlaceOrder(ctx, "nobody", one, nil)
+	var e *errcode.Error
+	if !errors.As(err, &e) || e.Code != errcode.NotFound {
+		t.Fatalf("an unregistered user's order: got %v, want NotFound", err)
+	}
+	if len(txs) != 0 {
+		t.Errorf("an unregistered user's order wrote %d transactions", len(txs))
+	}
+	if got := s.stock(p.ProductID); got != 5 {
+		t.Errorf("stock after the refused order: %d, want 5", got)
+	}
+
+	if _, err := st.PlaceOrder(ctx, "u1", one, nil); err != nil {
+		t.Fatalf("a registered user unseen by an eventually consistent read: %v", err)
+	}
+	if got := s.stock(p.ProductID); got != 4 {
+		t.Errorf("stock after the order: %d, want 4", got)
+	}
+	if len(txs) != 1 {
+		t.Fatalf("transactions: %d, want 1", len(txs))
+	}
+	for _, name := range txs[0] {
+		if name == usersTable {
+			t.Errorf("the order's transaction writes or checks the users table: %v", txs[0])
+		}
 	}
 }

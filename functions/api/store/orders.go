@@ -44,8 +44,11 @@ func shortage(gone, short []string) error {
 }
 
 // PlaceOrder places an order of userID for the request's items, or the cart's
-// lines (emptying the cart). One transaction checks the user, puts the order
-// with each line's current name and price, takes each line's quantity from
+// lines (emptying the cart). The user's registration is read with the
+// catalog items, in the same BatchGetItem (users are never deleted, so a
+// user read once stays registered and no transaction needs to check it, nor
+// to meet the counters' writes to the user item). One transaction puts the
+// order with each line's current name and price, takes each line's quantity from
 // the product's stock buckets (one bucket drawn at random, or several when
 // no single bucket holds it), each decrement conditional on the bucket
 // holding what it takes and carrying the price and name read, and claims
@@ -97,11 +100,13 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 // orderLessons is what the rounds of an order's placement learned for the
 // next: the products to plan over all their buckets, from a consistent read
 // of them (wide: a drawn bucket fell short, or a catalog item's stock did),
-// and whether the catalog items must be read consistently (a read found
-// stale).
+// whether the catalog items must be read consistently (a read found
+// stale), and whether the user is known to be registered (users are never
+// deleted, so once read it stays so).
 type orderLessons struct {
 	wide       map[string]bool
 	consistent bool
+	userKnown  bool
 }
 
 func (l *orderLessons) widen(id string) {
@@ -152,8 +157,23 @@ func (s *Store) readOrder(ctx context.Context, userID string, req orders.Request
 	for i, it := range merged {
 		ids[i] = it.ProductID
 	}
-	if rd.products, err = s.getProducts(ctx, ids, l.consistent); err != nil {
+	who := userID
+	if l.userKnown {
+		who = ""
+	}
+	var registered bool
+	if rd.products, registered, err = s.getProductsAndUser(ctx, ids, who, l.consistent); err != nil {
 		return orderRead{}, err
+	}
+	switch {
+	case who == "" || registered:
+		l.userKnown = true
+	case !l.consistent:
+		// An eventually consistent read may lag a registration.
+		l.consistent = true
+		return orderRead{readAgain: true}, nil
+	default:
+		return orderRead{}, errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
 	}
 	gone := false
 	for _, it := range merged {
@@ -249,7 +269,7 @@ const (
 )
 
 // commitOrder writes a round's plan in one transaction (placeActions) and
-// judges a cancellation: the user's or the claim's condition is an answer;
+// judges a cancellation: the claim's condition is an answer;
 // a stock decrement's failed condition teaches the lessons what to read
 // consistently and plan wide next (replan); contention or throttling is
 // busy.
@@ -291,8 +311,6 @@ func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, pl
 		return o, failed, fmt.Errorf("place order %s: %w", o.OrderID, classify(err))
 	}
 	switch {
-	case c.failed(tx.user):
-		return o, failed, errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
 	case c.failed(tx.claim):
 		return o, failed, ErrKeyUsed
 	case c.anyCondition():
@@ -407,13 +425,13 @@ func tooLarge(n int, takes map[string][]stock.Take) error {
 }
 
 // placement is the transaction of an order's placement, each action known
-// by name: where the user check, the order, the cart's emptying and the
-// idempotency claim stand among the actions (-1 when absent), and each
-// stock decrement with its own.
+// by name: where the order, the cart's emptying and the idempotency claim
+// stand among the actions (-1 when absent), and each stock decrement with
+// its own.
 type placement struct {
-	actions                  []types.TransactWriteItem
-	user, order, cart, claim int
-	decrements               []decrementRef
+	actions            []types.TransactWriteItem
+	order, cart, claim int
+	decrements         []decrementRef
 }
 
 // add appends an action and returns where it stands.
@@ -430,8 +448,7 @@ type decrementRef struct {
 	at int
 }
 
-// placeActions returns the transaction of a placement: the user check, the
-// order, the stock decrements of each line and, from a cart, the cart's
+// placeActions returns the transaction of a placement: the order, the stock decrements of each line and, from a cart, the cart's
 // emptying (the caller adds the idempotency claim).
 func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]stock.Take, cart carts.Cart, fromCart bool) (*placement, error) {
 	item, err := attributevalue.MarshalMap(o)
@@ -439,7 +456,6 @@ func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, tak
 		return nil, err
 	}
 	tx := &placement{cart: -1, claim: -1}
-	tx.user = tx.add(s.userExists(o.UserID))
 	orderCond := notExists("orderId")
 	tx.order = tx.add(types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(s.t.Orders), Item: item,

@@ -478,15 +478,36 @@ func (s *Store) ListProductsByCategory(ctx context.Context, category string, lim
 // getProducts reads the catalog items of products by id (strongly
 // consistent when asked; Stock left 0); missing ids are absent from the map.
 func (s *Store) getProducts(ctx context.Context, ids []string, consistent bool) (map[string]products.Product, error) {
+	ps, _, err := s.getProductsAndUser(ctx, ids, "", consistent)
+	return ps, err
+}
+
+// getProductsAndUser is getProducts that also reads whether user userID is
+// registered, in the same BatchGetItem (no user read when userID is empty).
+func (s *Store) getProductsAndUser(ctx context.Context, ids []string, userID string, consistent bool) (map[string]products.Product, bool, error) {
 	out := make(map[string]products.Product, len(ids))
-	for start := 0; start < len(ids); start += 100 {
+	found := false
+	for start := 0; start < len(ids) || (start == 0 && userID != ""); start += 100 {
 		chunk := ids[start:min(start+100, len(ids))]
 		keys := make([]map[string]types.AttributeValue, 0, len(chunk))
 		for _, id := range chunk {
 			keys = append(keys, productKey(id))
 		}
-		req := map[string]types.KeysAndAttributes{s.t.Products: {Keys: keys, ConsistentRead: aws.Bool(consistent)}}
-		err := s.batchGet(ctx, "get products", req, func(_ string, it map[string]types.AttributeValue) error {
+		req := map[string]types.KeysAndAttributes{}
+		if len(keys) > 0 {
+			req[s.t.Products] = types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(consistent)}
+		}
+		if start == 0 && userID != "" {
+			req[s.t.Users] = types.KeysAndAttributes{
+				Keys: []map[string]types.AttributeValue{userKey(userID)}, ConsistentRead: aws.Bool(consistent),
+				ProjectionExpression: aws.String("userId"),
+			}
+		}
+		err := s.batchGet(ctx, "get products", req, func(table string, it map[string]types.AttributeValue) error {
+			if table == s.t.Users {
+				found = true
+				return nil
+			}
 			p, err := decodeProduct(it)
 			if err != nil {
 				return fmt.Errorf("get products: %w", err)
@@ -495,8 +516,8 @@ func (s *Store) getProducts(ctx context.Context, ids []string, consistent bool) 
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return out, nil
+	return out, found, nil
 }

@@ -90,7 +90,7 @@ func Accesses() map[string]Access {
 		wiring.API: {
 			Contract: envcontract.Of(wiring.API),
 			TableActions: map[string][]string{
-				tables.Users:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+				tables.Users:           {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
 				tables.UserEmails:      {"dynamodb:PutItem", "dynamodb:DeleteItem"},
 				tables.Products:        {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"},
 				tables.ProductStock:    {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"},
