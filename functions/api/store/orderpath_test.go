@@ -348,3 +348,52 @@ func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
 		}
 	}
 }
+
+// conflictOnce cancels the first transaction with TransactionConflict at
+// its first action, as DynamoDB does while another transaction holds the
+// item, and counts the reads.
+type conflictOnce struct {
+	store.DB
+	tx, reads *int
+}
+
+func (d conflictOnce) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	*d.reads++
+	return d.DB.BatchGetItem(ctx, in, opts...)
+}
+
+func (d conflictOnce) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if *d.tx++; *d.tx == 1 {
+		reasons := make([]types.CancellationReason, len(in.TransactItems))
+		for i := range reasons {
+			reasons[i] = types.CancellationReason{Code: aws.String("None")}
+		}
+		reasons[0].Code = aws.String("TransactionConflict")
+		return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+	}
+	return d.DB.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestContendedOrderCommitsWithoutReadingAgain: a round cancelled by
+// contention commits its read again (a change since the read fails a
+// decrement's condition and makes the round after read): the contended
+// orders' calls were half reads.
+func TestContendedOrderCommitsWithoutReadingAgain(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p, err := s.st.CreateProduct(ctx, products.New{Name: "Bowl", Category: "kitchen", PriceCents: ptr[int64](700), Stock: ptr[int64](3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tx, reads int
+	st := store.New(conflictOnce{DB: s.db, tx: &tx, reads: &reads}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tx != 2 || reads != 1 {
+		t.Errorf("got %d transactions and %d reads, want 2 and 1 (the contended round's read committed again)", tx, reads)
+	}
+	if got := s.stock(p.ProductID); got != 2 {
+		t.Errorf("stock: got %d, want 2", got)
+	}
+}

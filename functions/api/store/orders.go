@@ -64,15 +64,20 @@ func shortage(gone, short []string) error {
 func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, claim *Claim[orders.Order]) (orders.Order, error) {
 	var lessons orderLessons
 	var last orderRead // for the answer when the retries run out
+	reread := true
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
-		rd, err := s.readOrder(ctx, userID, req, &lessons)
-		if err != nil {
-			return orders.Order{}, fmt.Errorf("place order: %w", err)
+		rd := last
+		if reread {
+			var err error
+			if rd, err = s.readOrder(ctx, userID, req, &lessons); err != nil {
+				return orders.Order{}, fmt.Errorf("place order: %w", err)
+			}
+			if rd.readAgain {
+				continue
+			}
+			last = rd
 		}
-		if rd.readAgain {
-			continue
-		}
-		last = rd
+		reread = true
 		plan := planOrder(rd, lessons, s.randomBucket)
 		switch {
 		case plan.readAgain:
@@ -90,6 +95,12 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		case replan:
 			continue
 		}
+		// Contended: what was read still holds (a change since then fails
+		// a decrement's condition, and the round after reads again), so
+		// the next round only draws its buckets again and commits. A
+		// round's read is a call like its commit: re-reading on every
+		// conflict doubled the calls of the contended orders.
+		reread = false
 		if err := s.backoff(ctx, attempt); err != nil {
 			return orders.Order{}, s.refusal(ctx, last.items, last.products, err)
 		}
