@@ -493,14 +493,17 @@ func (s *Store) getProductsAndUser(ctx context.Context, ids []string, userID str
 		for _, id := range chunk {
 			keys = append(keys, productKey(id))
 		}
-		req := map[string]types.KeysAndAttributes{}
-		if len(keys) > 0 {
-			req[s.t.Products] = types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(consistent)}
-		}
+		var user []map[string]types.AttributeValue
 		if start == 0 && userID != "" {
-			req[s.t.Users] = types.KeysAndAttributes{
-				Keys: []map[string]types.AttributeValue{userKey(userID)}, ConsistentRead: aws.Bool(consistent),
-				ProjectionExpression: aws.String("userId"),
+			user = append(user, userKey(userID))
+		}
+		req := map[string]types.KeysAndAttributes{
+			s.t.Products: {Keys: keys, ConsistentRead: aws.Bool(consistent)},
+			s.t.Users:    {Keys: user, ConsistentRead: aws.Bool(consistent), ProjectionExpression: aws.String("userId")},
+		}
+		for table, ka := range req {
+			if len(ka.Keys) == 0 { // BatchGetItem refuses a table with no keys
+				delete(req, table)
 			}
 		}
 		err := s.batchGet(ctx, "get products", req, func(table string, it map[string]types.AttributeValue) error {
