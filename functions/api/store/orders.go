@@ -48,15 +48,16 @@ func shortage(gone, short []string) error {
 // catalog items, in the same BatchGetItem (users are never deleted, so a
 // user read once stays registered and no transaction needs to check it, nor
 // to meet the counters' writes to the user item). One transaction puts the
-// order with each line's current name and price, takes each line's quantity from
-// the product's stock buckets (one bucket drawn at random, or several when
+// order with each line's current name and price, takes each line's quantity
+// from the product's stock buckets (one bucket drawn at random, or several when
 // no single bucket holds it), each decrement conditional on the bucket
 // holding what it takes and carrying the price and name read, and claims
 // the idempotency key when given, keeping what claim.Keep makes of the
 // order. The catalog item is read, never written. A product is short of
 // stock only when a consistent read of all its buckets finds less than the
 // quantity. Cancellations by contention or throttling are retried with
-// jittered backoff; when the retries run out, a consistent read decides
+// jittered backoff, committing the same read again with buckets drawn
+// again; when the retries run out, a consistent read decides
 // between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
 // not registered), Conflict (short of stock, product gone, empty cart, too
 // large for one transaction), Unavailable; ErrKeyUsed when the claim's key
@@ -459,8 +460,9 @@ type decrementRef struct {
 	at int
 }
 
-// placeActions returns the transaction of a placement: the order, the stock decrements of each line and, from a cart, the cart's
-// emptying (the caller adds the idempotency claim).
+// placeActions returns the transaction of a placement: the order, the stock
+// decrements of each line and, from a cart, the cart's emptying (the caller
+// adds the idempotency claim).
 func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, takes map[string][]stock.Take, cart carts.Cart, fromCart bool) (*placement, error) {
 	item, err := attributevalue.MarshalMap(o)
 	if err != nil {
