@@ -11,8 +11,8 @@ import (
 )
 
 // Limits of a cart. MaxLines keeps an order placed from a full cart within one
-// TransactWriteItems (100 actions: the order, one per line, the cart, the
-// idempotency key, the user check).
+// TransactWriteItems (100 actions: the order, one per line, the cart and the
+// idempotency key).
 const (
 	MaxLines    = 50
 	MaxQuantity = 1000
