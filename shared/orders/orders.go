@@ -15,8 +15,8 @@ import (
 )
 
 // Limits of an order. MaxLines keeps an order within one TransactWriteItems
-// (100 actions: the order, one per line, the cart, the idempotency key, the user
-// check) when each line takes its units from one stock bucket; a line that
+// (100 actions: the order, one per line, the cart and the idempotency key)
+// when each line takes its units from one stock bucket; a line that
 // needs several buckets takes one action per bucket, and an order whose
 // actions then pass 100 is refused as a conflict (the store's PlaceOrder).
 const (
