@@ -397,3 +397,30 @@ func TestContendedOrderCommitsWithoutReadingAgain(t *testing.T) {
 		t.Errorf("stock: got %d, want 2", got)
 	}
 }
+
+// TestRefusalReadsTheBucketsAsTheyAreNow: an order whose retries all meet
+// throttling is refused from a consistent read. Its rounds commit their
+// first read again, which may be seconds old: after a respread of 100 units
+// from 1 bucket to 32, a read from before says 1 bucket, holding 3 or 4
+// units now. The refusal reads the catalog item again and counts all 32:
+// the product holds the 50 ordered, so the answer is busy, not 409.
+func TestRefusalReadsTheBucketsAsTheyAreNow(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p, err := s.st.CreateProduct(ctx, products.New{Name: "Lamp", Category: "lighting", PriceCents: ptr[int64](100), Stock: ptr[int64](100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.raw(tables.Products, productKey(p.ProductID))
+	n := 32
+	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{StockBuckets: &n}, nil); err != nil {
+		t.Fatal(err)
+	}
+	db := throttled{stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}}
+	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(s.prefix), MaxAttempts: 3})
+	_, err = st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil)
+	var e *errcode.Error
+	if !errors.As(err, &e) || e.Code != errcode.Unavailable {
+		t.Fatalf("got %v, want Unavailable (the product holds 100)", err)
+	}
+}

@@ -45,9 +45,9 @@ func shortage(gone, short []string) error {
 
 // PlaceOrder places an order of userID for the request's items, or the cart's
 // lines (emptying the cart). The user's registration is read with the
-// catalog items, in the same BatchGetItem (users are never deleted, so a
-// user read once stays registered and no transaction needs to check it, nor
-// to meet the counters' writes to the user item). One transaction puts the
+// catalog items, in the same BatchGetItem (no route or function deletes a
+// user, so a user read once stays registered and no transaction needs to
+// check it, nor to meet the counters' writes to the user item). One transaction puts the
 // order with each line's current name and price, takes each line's quantity
 // from the product's stock buckets (one bucket drawn at random, or several when
 // no single bucket holds it), each decrement conditional on the bucket
@@ -103,18 +103,18 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		// conflict doubled the calls of the contended orders.
 		reread = false
 		if err := s.backoff(ctx, attempt); err != nil {
-			return orders.Order{}, s.refusal(ctx, last.items, last.products, err)
+			return orders.Order{}, s.refusal(ctx, last.items, err)
 		}
 	}
-	return orders.Order{}, s.refusal(ctx, last.items, last.products, contention("place order"))
+	return orders.Order{}, s.refusal(ctx, last.items, contention("place order"))
 }
 
 // orderLessons is what the rounds of an order's placement learned for the
 // next: the products to plan over all their buckets, from a consistent read
 // of them (wide: a drawn bucket fell short, or a catalog item's stock did),
 // whether the catalog items must be read consistently (a read found
-// stale), and whether the user is known to be registered (users are never
-// deleted, so once read it stays so).
+// stale), and whether the user is known to be registered (no route or
+// function deletes a user, so once read it stays so).
 type orderLessons struct {
 	wide       map[string]bool
 	consistent bool
@@ -159,6 +159,9 @@ func (s *Store) readOrder(ctx context.Context, userID string, req orders.Request
 		for _, id := range rd.cart.ProductIDs() {
 			items = append(items, orders.Item{ProductID: id, Quantity: rd.cart.Lines[id].Quantity})
 		}
+	}
+	if userID == "" {
+		return orderRead{}, errcode.Errorf(errcode.Invalid, "an order needs a user")
 	}
 	merged, err := orders.Merge(items)
 	if err != nil {
@@ -375,13 +378,24 @@ func (l *orderLessons) learn(d decrementRef, item map[string]types.AttributeValu
 }
 
 // refusal answers an order whose retries ran out with busy, unless a
-// consistent read of all the buckets of its products finds some short of
-// the quantity: then it is a Conflict naming them. A sold-out product's
-// bucket stays throttled by its buyers' refused writes (a condition that
-// fails still consumes write units), so its last buyers run out of retries
-// where a read, which costs no write units, answers 409.
-func (s *Store) refusal(ctx context.Context, items []orders.Item, ps map[string]products.Product, busy error) error {
+// consistent read of its products' catalog items and all their buckets
+// finds some short of the quantity, or gone: then it is a Conflict naming
+// them. A sold-out product's bucket stays throttled by its buyers' refused
+// writes (a condition that fails still consumes write units), so its last
+// buyers run out of retries where a read, which costs no write units,
+// answers 409. The catalog items are read again: the round's read may be
+// seconds old (contended rounds commit it again), and a respread since
+// then counts other buckets.
+func (s *Store) refusal(ctx context.Context, items []orders.Item, busy error) error {
 	if len(items) == 0 || ctx.Err() != nil {
+		return busy
+	}
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ProductID
+	}
+	ps, err := s.getProducts(ctx, ids, true)
+	if err != nil {
 		return busy
 	}
 	counts := make(map[string]int, len(items))
@@ -394,17 +408,20 @@ func (s *Store) refusal(ctx context.Context, items []orders.Item, ps map[string]
 	if err != nil {
 		return busy
 	}
-	var short []string
+	var gone, short []string
 	for _, it := range items {
 		p, ok := ps[it.ProductID]
-		if ok && stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity) {
+		switch {
+		case !ok:
+			gone = append(gone, it.ProductID)
+		case stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity):
 			short = append(short, it.ProductID)
 		}
 	}
-	if len(short) == 0 {
+	if len(gone)+len(short) == 0 {
 		return busy
 	}
-	return shortage(nil, short)
+	return shortage(gone, short)
 }
 
 // maxTransactItems is the most actions one TransactWriteItems holds.

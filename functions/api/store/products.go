@@ -487,8 +487,12 @@ func (s *Store) getProducts(ctx context.Context, ids []string, consistent bool) 
 func (s *Store) getProductsAndUser(ctx context.Context, ids []string, userID string, consistent bool) (map[string]products.Product, bool, error) {
 	out := make(map[string]products.Product, len(ids))
 	found := false
-	for start := 0; start < len(ids) || (start == 0 && userID != ""); start += 100 {
-		chunk := ids[start:min(start+100, len(ids))]
+	size := 100 // keys a BatchGetItem takes
+	if userID != "" {
+		size-- // the user's key rides with the first chunk
+	}
+	for start := 0; start < len(ids) || (start == 0 && userID != ""); start += size {
+		chunk := ids[start:min(start+size, len(ids))]
 		keys := make([]map[string]types.AttributeValue, 0, len(chunk))
 		for _, id := range chunk {
 			keys = append(keys, productKey(id))
