@@ -116,17 +116,8 @@ func (s stale) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput,
 func TestStaleBucketCountIsNotShortOfStock(t *testing.T) {
 	s := newShapes(t)
 	ctx := context.Background()
-	p, err := s.st.CreateProduct(ctx, products.New{Name: "Lamp", Category: "lighting", PriceCents: ptr[int64](100), Stock: ptr[int64](100)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := s.raw(tables.Products, productKey(p.ProductID))
-	n := 32
-	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{StockBuckets: &n}, nil); err != nil {
-		t.Fatal(err)
-	}
-	db := stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}
-	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	p, db := s.respreadBehindAStaleRead()
+	st := s.storeOn(db, 0)
 	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil); err != nil {
 		t.Fatalf("order 50 of 100 with a stale bucket count: %v", err)
 	}
@@ -312,16 +303,13 @@ func (d unseenUsers) TransactWriteItems(ctx context.Context, in *dynamodb.Transa
 func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
 	s := newShapes(t)
 	ctx := context.Background()
-	p, err := s.st.CreateProduct(ctx, products.New{Name: "Cup", Category: "kitchen", PriceCents: ptr[int64](300), Stock: ptr[int64](5)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := s.product("Cup", 5, 1)
 	var txs [][]string
 	usersTable := tables.Physical(s.prefix, tables.Users)
-	st := store.New(unseenUsers{DB: s.db, users: usersTable, tables: &txs}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	st := s.storeOn(unseenUsers{DB: s.db, users: usersTable, tables: &txs}, 0)
 	one := orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}
 
-	_, err = st.PlaceOrder(ctx, "nobody", one, nil)
+	_, err := st.PlaceOrder(ctx, "nobody", one, nil)
 	var e *errcode.Error
 	if !errors.As(err, &e) || e.Code != errcode.NotFound {
 		t.Fatalf("an unregistered user's order: got %v, want NotFound", err)
@@ -381,12 +369,9 @@ func (d conflictOnce) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 func TestContendedOrderCommitsWithoutReadingAgain(t *testing.T) {
 	s := newShapes(t)
 	ctx := context.Background()
-	p, err := s.st.CreateProduct(ctx, products.New{Name: "Bowl", Category: "kitchen", PriceCents: ptr[int64](700), Stock: ptr[int64](3)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := s.product("Bowl", 3, 1)
 	var tx, reads int
-	st := store.New(conflictOnce{DB: s.db, tx: &tx, reads: &reads}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	st := s.storeOn(conflictOnce{DB: s.db, tx: &tx, reads: &reads}, 0)
 	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -407,20 +392,41 @@ func TestContendedOrderCommitsWithoutReadingAgain(t *testing.T) {
 func TestRefusalReadsTheBucketsAsTheyAreNow(t *testing.T) {
 	s := newShapes(t)
 	ctx := context.Background()
-	p, err := s.st.CreateProduct(ctx, products.New{Name: "Lamp", Category: "lighting", PriceCents: ptr[int64](100), Stock: ptr[int64](100)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := s.raw(tables.Products, productKey(p.ProductID))
-	n := 32
-	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{StockBuckets: &n}, nil); err != nil {
-		t.Fatal(err)
-	}
-	db := throttled{stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}}
-	st := store.New(db, store.Config{Tables: store.TablesWithPrefix(s.prefix), MaxAttempts: 3})
-	_, err = st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil)
+	p, db := s.respreadBehindAStaleRead()
+	st := s.storeOn(throttled{db}, 3)
+	_, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 50}}}, nil)
 	var e *errcode.Error
 	if !errors.As(err, &e) || e.Code != errcode.Unavailable {
 		t.Fatalf("got %v, want Unavailable (the product holds 100)", err)
 	}
+}
+
+// product creates a product of units over buckets through the test's store.
+func (s *shapes) product(name string, units int64, buckets int) products.Product {
+	s.t.Helper()
+	p, err := s.st.CreateProduct(context.Background(), products.New{Name: name, Category: "kitchen", PriceCents: ptr[int64](100), Stock: ptr(units), StockBuckets: ptr(buckets)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return p
+}
+
+// storeOn returns a store on db (a wrapper of the test's client) over the
+// test's tables; maxAttempts 0 is the store's default.
+func (s *shapes) storeOn(db store.DB, maxAttempts int) *store.Store {
+	return store.New(db, store.Config{Tables: store.TablesWithPrefix(s.prefix), MaxAttempts: maxAttempts})
+}
+
+// respreadBehindAStaleRead spreads a product's 100 units from 1 bucket over
+// 32 and returns it with a client whose eventually consistent reads of the
+// catalog still show it as it was before: 1 bucket, now holding 3 or 4.
+func (s *shapes) respreadBehindAStaleRead() (products.Product, store.DB) {
+	s.t.Helper()
+	p := s.product("Lamp", 100, 1)
+	before := s.raw(tables.Products, productKey(p.ProductID))
+	n := 32
+	if _, err := s.st.PatchProduct(context.Background(), p.ProductID, products.Patch{StockBuckets: &n}, nil); err != nil {
+		s.t.Fatal(err)
+	}
+	return p, stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}
 }
