@@ -36,6 +36,7 @@ func Supported() []Release {
 		{Version: "0.1.0", Commit: "8c8a8ba20f81b51dc5b292ff9024a59dac616d06", Date: "2026-11-23"},
 		{Version: "0.2.0", Commit: "6569c494e3a696edfd81ddd432ecd1184605e72a", Date: "2026-11-25"},
 		{Version: "0.3.0", Commit: "13ca2635a2b5565ec60d12f949a1dcf64da22812", Date: "2026-11-25"},
+		{Version: "0.4.0", Commit: "d0cf6970e0081bb8631c75c00c23e8a77d27f87f", Date: "2026-11-25"},
 	}
 }
 
