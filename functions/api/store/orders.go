@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -86,6 +87,11 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 			continue
 		case len(plan.gone)+len(plan.short) > 0:
 			return orders.Order{}, shortage(plan.gone, plan.short)
+		case plan.held:
+			if err := s.backoff(ctx, attempt); err != nil {
+				return orders.Order{}, s.refusal(ctx, last.items, err)
+			}
+			continue
 		}
 		o, outcome, err := s.commitOrder(ctx, userID, rd, plan, claim, &lessons)
 		switch outcome {
@@ -133,6 +139,7 @@ func (l *orderLessons) widen(id string) {
 // the products planned wide, read consistently. readAgain: a product was
 // missing from an eventually consistent read, which may lag its creation.
 type orderRead struct {
+	at        time.Time // when it was read
 	fromCart  bool
 	cart      carts.Cart
 	items     []orders.Item
@@ -145,7 +152,7 @@ type orderRead struct {
 // whose catalog item (shape 1) does not hold the quantity, and to every
 // product when one is gone, so the refusal names the short ones too.
 func (s *Store) readOrder(ctx context.Context, userID string, req orders.Request, l *orderLessons) (orderRead, error) {
-	rd := orderRead{fromCart: req.FromCart}
+	rd := orderRead{at: s.now(), fromCart: req.FromCart}
 	items := req.Items
 	if req.FromCart {
 		var err error
@@ -225,6 +232,9 @@ type orderPlan struct {
 	takes       map[string][]stock.Take
 	gone, short []string
 	readAgain   bool
+	// held: a product is short only of units that orders not written yet
+	// hold (stock.Held), which come back if those orders fail: read again.
+	held bool
 }
 
 // planOrder plans the takes of a round from its read, with no I/O: a
@@ -262,13 +272,15 @@ func planOrder(rd orderRead, l orderLessons, draw func(n int) int) orderPlan {
 		switch {
 		case t == nil && p.CatalogStock != nil && !l.consistent:
 			plan.readAgain = true
+		case t == nil && stock.Sum(sources)+stock.Held(holdsOfAll(rd.buckets[it.ProductID]), rd.at) >= q:
+			plan.held = true
 		case t == nil:
 			plan.short = append(plan.short, it.ProductID)
 		}
 		plan.takes[it.ProductID] = t
 	}
-	if len(plan.gone) > 0 {
-		plan.readAgain = false // named with the short ones now
+	if len(plan.gone)+len(plan.short) > 0 {
+		plan.readAgain, plan.held = false, false // named with the short ones now
 	}
 	return plan
 }
@@ -316,7 +328,13 @@ func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, pl
 		}
 		tx.claim = tx.add(put)
 	}
+	if !tx.onCatalog() {
+		outcome, err := s.commitHeld(ctx, o, rd, tx, l)
+		return o, outcome, err
+	}
 
+	// Stock still on a catalog item (shape 1) is taken in the order's
+	// transaction, as releases before stock buckets took it.
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.actions})
 	if err == nil {
 		return o, placed, nil
@@ -414,7 +432,9 @@ func (s *Store) refusal(ctx context.Context, items []orders.Item, busy error) er
 		switch {
 		case !ok:
 			gone = append(gone, it.ProductID)
-		case stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity):
+		case stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p)+stock.Held(holdsOfAll(units[it.ProductID]), s.now()) < int64(it.Quantity):
+			// Short even if the orders not written yet that hold its
+			// units gave them back.
 			short = append(short, it.ProductID)
 		}
 	}
@@ -461,6 +481,26 @@ type placement struct {
 	actions            []types.TransactWriteItem
 	order, cart, claim int
 	decrements         []decrementRef
+}
+
+// isDecrement reports whether action i is a stock decrement.
+func (p *placement) isDecrement(i int) bool {
+	for _, d := range p.decrements {
+		if d.at == i {
+			return true
+		}
+	}
+	return false
+}
+
+// onCatalog reports a decrement of a catalog item's own stock (shape 1).
+func (p *placement) onCatalog() bool {
+	for _, d := range p.decrements {
+		if d.Bucket == onCatalog {
+			return true
+		}
+	}
+	return false
 }
 
 // add appends an action and returns where it stands.

@@ -19,7 +19,10 @@ type Fault struct {
 	// TransactionConflict, which cancels a TransactWriteItems or
 	// TransactGetItems as a concurrent transaction on its items does: a
 	// TransactionCanceledException whose reasons name TransactionConflict for
-	// the actions on Table (all when Table is "") and None for the others.
+	// the actions on Table (all when Table is "") and None for the others;
+	// and fails a PutItem, UpdateItem or DeleteItem with
+	// TransactionConflictException, as AWS fails a single-item write to an
+	// item a transaction holds.
 	Code string `json:"code"`
 	// Times is how many requests fail; 0 means until the fault is removed.
 	Times int `json:"times,omitempty"`
@@ -38,13 +41,17 @@ func (f Fault) typeName() string { return "com.amazonaws.dynamodb.v20120810#" + 
 const conflict = "TransactionConflict"
 
 // applies reports whether the fault can answer operation op: a conflict
-// only cancels transactions.
+// only answers transactions and single-item writes.
 func (f Fault) applies(op string) bool {
 	if f.Operation != "" && f.Operation != op {
 		return false
 	}
-	return f.Code != conflict || op == "TransactWriteItems" || op == "TransactGetItems"
+	return f.Code != conflict || op == "TransactWriteItems" || op == "TransactGetItems" || singleWrites[op]
 }
+
+// singleWrites are the single-item writes, which a transaction holding
+// their item fails with TransactionConflictException.
+var singleWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true}
 
 // cancellation is the body of the TransactionCanceledException a conflict
 // fault answers to a transaction of the actions on tables (one per action).

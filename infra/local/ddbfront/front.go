@@ -189,6 +189,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := target[strings.LastIndexByte(target, '.')+1:]
 	tables := tablesOf(op, body)
 	if fault, ok := f.faults.match(op, tables); ok {
+		if fault.Code == conflict && singleWrites[op] {
+			writeErrorBody(w, conflictRefusal.status, conflictRefusal.body)
+			return
+		}
 		if fault.Code == conflict {
 			// A transaction's tables are its actions', in order.
 			writeErrorBody(w, http.StatusBadRequest, fault.cancellation(tables))

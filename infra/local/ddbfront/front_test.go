@@ -410,16 +410,23 @@ func TestFaultHook(t *testing.T) {
 		}
 	})
 	t.Run("a transaction conflict cancels with reasons, as contention does", func(t *testing.T) {
+		// A single-item write fails as AWS fails one to an item a
+		// transaction holds; reads pass.
 		st.Front.InjectFault(ddbfront.Fault{Table: hot, Code: "TransactionConflict", Times: 1})
-		// Single-item writes pass: a conflict fault only cancels transactions.
-		if _, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(hot), Item: item("c", 0, nil)}, noRetry); err != nil {
-			t.Fatalf("put: got %v, want nil", err)
+		if _, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(hot), Key: key("c", 0)}, noRetry); err != nil {
+			t.Fatalf("get: got %v, want nil", err)
 		}
+		_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(hot), Item: item("c", 0, nil)}, noRetry)
+		var tconf *types.TransactionConflictException
+		if !errors.As(err, &tconf) {
+			t.Fatalf("put: got %v, want TransactionConflictException", err)
+		}
+		st.Front.InjectFault(ddbfront.Fault{Table: hot, Code: "TransactionConflict", Times: 1})
 		in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{TableName: aws.String(cold), Item: item("c", 1, nil)}},
 			{Put: &types.Put{TableName: aws.String(hot), Item: item("c", 1, nil)}},
 		}}
-		_, err := db.TransactWriteItems(ctx(t), in)
+		_, err = db.TransactWriteItems(ctx(t), in)
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {
 			t.Fatalf("got %v, want TransactionCanceledException", err)

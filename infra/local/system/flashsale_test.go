@@ -28,12 +28,18 @@ const saleWCU = 20
 // partition ceiling scaled down to wcu.
 func startSale(tb testing.TB, wcu float64) *system.System {
 	tb.Helper()
+	return startSaleWith(tb, ddbfront.Limits{PartitionWCU: wcu})
+}
+
+// startSaleWith runs a system of the test's own with the limits given.
+func startSaleWith(tb testing.TB, limits ddbfront.Limits) *system.System {
+	tb.Helper()
 	prefix := stacktest.OwnPrefix(tb)
 	sys, err := system.Start(context.Background(), system.Config{
 		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
 			TTLSweepInterval: -1,
-			Limits:           ddbfront.Limits{PartitionWCU: wcu},
+			Limits:           limits,
 		},
 		TablePrefix:  prefix,
 		PollInterval: 100 * time.Millisecond,
@@ -182,13 +188,19 @@ const benchWCU = 10
 // flash sale with the stock in 1 bucket and in 8, and the conflicts and
 // throttles the front answered: at PARTITION_WCU = benchWCU, where the
 // partitions are the limit, and at AWS's 1,000, where the transactions'
-// conflicts and the machine are.
+// conflicts and the machine are; then the same sale with the limits off,
+// the machine's own ceiling for it.
 func BenchmarkFlashSale(b *testing.B) {
-	for _, wcu := range []float64{benchWCU, ddbfront.DefaultPartitionWCU} {
+	type setting struct {
+		name   string
+		limits ddbfront.Limits
+	}
+	settings := []setting{{"wcu=10", ddbfront.Limits{PartitionWCU: benchWCU}}, {"wcu=1000", ddbfront.Limits{PartitionWCU: ddbfront.DefaultPartitionWCU}}, {"limits=off", ddbfront.Limits{Off: true}}}
+	for _, set := range settings {
 		for _, buckets := range []int{1, 8} {
-			b.Run(fmt.Sprintf("wcu=%v/buckets=%d", wcu, buckets), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/buckets=%d", set.name, buckets), func(b *testing.B) {
 				for range b.N {
-					sys := startSale(b, wcu)
+					sys := startSaleWith(b, set.limits)
 					before := sys.Front.LimitStats()
 					s := runSale(b, sys, buckets, 100_000, 24, 10)
 					after := sys.Front.LimitStats()
