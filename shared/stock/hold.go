@@ -63,13 +63,15 @@ func ParseHold(s string) (Hold, error) {
 // Stale reports whether the hold is old enough to settle at now.
 func (h Hold) Stale(now time.Time) bool { return now.Sub(h.At) >= StaleAfter }
 
-// Held is the units of the holds in set that are not stale at now: units
-// that may still come back, when their order is not written. Entries that
-// do not parse count nothing.
+// Held is the units of the holds in set whose order may still be written
+// or given back at now (held less than OrderWindow): units that may come
+// back within moments. An older hold's order is written or was stopped; a
+// stopped one's units come back only once the hold is settled, stale.
+// Entries that do not parse count nothing.
 func Held(set []string, now time.Time) int64 {
 	var n int64
 	for _, s := range set {
-		if h, err := ParseHold(s); err == nil && !h.Stale(now) {
+		if h, err := ParseHold(s); err == nil && now.Sub(h.At) < OrderWindow {
 			n += h.Units
 		}
 	}

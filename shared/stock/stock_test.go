@@ -95,8 +95,8 @@ func TestParseHoldRefuses(t *testing.T) {
 func TestHeldCountsOnlyFreshHolds(t *testing.T) {
 	now := time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC)
 	fresh := Hold{At: now.Add(-time.Second), Units: 3, OrderID: "a", UserID: "u"}.String()
-	edge := Hold{At: now.Add(-StaleAfter + time.Millisecond), Units: 4, OrderID: "b", UserID: "u"}.String()
-	stale := Hold{At: now.Add(-StaleAfter), Units: 5, OrderID: "c", UserID: "u"}.String()
+	edge := Hold{At: now.Add(-OrderWindow + time.Millisecond), Units: 4, OrderID: "b", UserID: "u"}.String()
+	decided := Hold{At: now.Add(-OrderWindow), Units: 5, OrderID: "c", UserID: "u"}.String()
 	for _, tc := range []struct {
 		set  []string
 		want int64
@@ -104,14 +104,15 @@ func TestHeldCountsOnlyFreshHolds(t *testing.T) {
 		{nil, 0},
 		{[]string{fresh}, 3},
 		{[]string{fresh, edge}, 7},
-		{[]string{fresh, stale}, 3},
+		{[]string{fresh, decided}, 3},
 		{[]string{"garbage", edge}, 4},
 	} {
 		if got := Held(tc.set, now); got != tc.want {
 			t.Errorf("Held(%v) = %d, want %d", tc.set, got, tc.want)
 		}
 	}
-	if !mustParse(t, stale).Stale(now) || mustParse(t, edge).Stale(now) {
+	staleEdge := Hold{At: now.Add(-StaleAfter + time.Millisecond)}
+	if !(Hold{At: now.Add(-StaleAfter)}).Stale(now) || staleEdge.Stale(now) || mustParse(t, decided).Stale(now) {
 		t.Errorf("a hold is stale from StaleAfter on, not before")
 	}
 }

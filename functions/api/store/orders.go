@@ -47,22 +47,26 @@ func shortage(gone, short []string) error {
 // PlaceOrder places an order of userID for the request's items, or the cart's
 // lines (emptying the cart). The user's registration is read with the
 // catalog items, in the same BatchGetItem (no route or function deletes a
-// user, so a user read once stays registered and no transaction needs to
-// check it, nor to meet the counters' writes to the user item). One transaction puts the
-// order with each line's current name and price, takes each line's quantity
-// from the product's stock buckets (one bucket drawn at random, or several when
-// no single bucket holds it), each decrement conditional on the bucket
-// holding what it takes and carrying the price and name read, and claims
-// the idempotency key when given, keeping what claim.Keep makes of the
-// order. The catalog item is read, never written. A product is short of
-// stock only when a consistent read of all its buckets finds less than the
-// quantity. Cancellations by contention or throttling are retried with
-// jittered backoff, committing the same read again with buckets drawn
-// again; when the retries run out, a consistent read decides
-// between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
-// not registered), Conflict (short of stock, product gone, empty cart, too
-// large for one transaction), Unavailable; ErrKeyUsed when the claim's key
-// was used first by another request.
+// user, so a user read once stays registered and nothing needs to check it,
+// nor to meet the counters' writes to the user item). Each line's quantity
+// is taken from the product's stock buckets (one bucket drawn at random, or
+// several when no single bucket holds it) with single-item writes, each
+// conditional on the bucket holding what it takes and carrying the price
+// and name read, and each recording the order's hold (holds.go); then the
+// order is written with each line's current name and price (with the
+// idempotency claim, keeping what claim.Keep makes of the order, and the
+// cart's emptying, in one transaction), and the holds removed. An order not
+// written gives its units back. Stock still on a catalog item (shape 1) is
+// taken in the order's transaction instead. The catalog item is read, never
+// written. A product is short of stock only when a consistent read of all
+// its buckets finds less than the quantity, even with the units of orders
+// not written yet. Takes refused by contention or throttling are retried
+// with jittered backoff from the same read with buckets drawn again; when
+// the retries run out, a consistent read decides between Conflict (short)
+// and Unavailable. Codes: Invalid, NotFound (user not registered), Conflict
+// (short of stock, product gone, empty cart, more takes than one
+// transaction's 100 actions, as 0.4.0 answers), Unavailable; ErrKeyUsed when
+// the claim's key was used first by another request.
 func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, claim *Claim[orders.Order]) (orders.Order, error) {
 	var lessons orderLessons
 	var last orderRead // for the answer when the retries run out
