@@ -198,9 +198,17 @@ func (s *Store) commitHeld(ctx context.Context, o orders.Order, rd orderRead, tx
 	}
 	defer s.settleAll(ctx, stale)
 	if outcome != placed {
-		// The takes that failed did not apply, or find no hold: the
-		// conditional give-back returns exactly those that did.
-		s.giveBackAll(ctx, takes)
+		// A take refused by its condition, contention or throttling did
+		// not apply; those that applied, or may have (failed), are given
+		// back, each only if its hold is there. Refused takes are not
+		// tried again: on a bucket that throttles, every write counts.
+		var back []heldTake
+		for i, r := range results {
+			if r.outcome == placed || r.outcome == failed {
+				back = append(back, takes[i])
+			}
+		}
+		s.giveBackAll(ctx, back)
 		if outcome == failed {
 			return failed, fmt.Errorf("place order %s: %w", o.OrderID, takeErr)
 		}
@@ -231,7 +239,7 @@ func (s *Store) writeOrder(ctx context.Context, o orders.Order, tx *placement) (
 	if tx.claim < 0 && tx.cart < 0 {
 		put := tx.actions[tx.order].Put
 		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: put.TableName, Item: put.Item,
+			TableName: aws.String(s.t.Orders), Item: put.Item,
 			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames,
 		})
 		var ccf *types.ConditionalCheckFailedException
@@ -327,10 +335,53 @@ func (s *Store) giveBack(ctx context.Context, t heldTake) (bool, error) {
 // giveBackAll gives back every take of an order that did not go through.
 // One that fails leaves its hold to be settled stale.
 func (s *Store) giveBackAll(ctx context.Context, takes []heldTake) {
+	if len(takes) == 0 {
+		return
+	}
 	eachTake(ctx, takes, func(ctx context.Context, t heldTake) error {
 		_, err := s.giveBack(ctx, t)
 		return err
 	})
+}
+
+// heldUnits is the units of the young holds of buckets (stock.Held) whose
+// orders are not written: units that come back if those orders fail. A
+// hold whose order is written is sold, however long its release takes (a
+// release throttled on a sold-out bucket leaves it a while).
+func (s *Store) heldUnits(ctx context.Context, bs []bucket) (int64, error) {
+	var young []stock.Hold
+	for _, raw := range holdsOfAll(bs) {
+		if h, err := stock.ParseHold(raw); err == nil && stock.Held([]string{raw}, s.now()) > 0 {
+			young = append(young, h)
+		}
+	}
+	if len(young) == 0 {
+		return 0, nil
+	}
+	written := map[string]bool{}
+	for start := 0; start < len(young); start += 100 {
+		var keys []map[string]types.AttributeValue
+		for _, h := range young[start:min(start+100, len(young))] {
+			keys = append(keys, orderKey(h.UserID, h.OrderID))
+		}
+		req := map[string]types.KeysAndAttributes{s.t.Orders: {Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("orderId")}}
+		err := s.batchGet(ctx, "read held orders", req, func(_ string, it map[string]types.AttributeValue) error {
+			if v, ok := it["orderId"].(*types.AttributeValueMemberS); ok {
+				written[v.Value] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	var n int64
+	for _, h := range young {
+		if !written[h.OrderID] {
+			n += h.Units
+		}
+	}
+	return n, nil
 }
 
 // staleHold is a stale hold found on bucket bucket of a product.

@@ -249,3 +249,50 @@ func (s *shapes) holds(id string, i int) []string {
 	}
 	return nil
 }
+
+// releaseThrottled refuses the releases of holds (the writes that only
+// remove a hold) as a throttled partition does once the client's retries
+// ran out.
+type releaseThrottled struct{ store.DB }
+
+func (d releaseThrottled) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.HasPrefix(aws.ToString(in.UpdateExpression), "DELETE") {
+		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("throughput exceeded")}
+	}
+	return d.DB.UpdateItem(ctx, in, opts...)
+}
+
+// TestSoldOutIsAConflictWhileAReleaseLags: the last unit's order is
+// written but its hold's release is throttled, so the hold stays a while.
+// The next buyer's order finds the product short only by a hold whose order
+// is written: 409 at once, not a wait for a unit that will not come back.
+// A hold whose order is not written yet still makes it wait (and, when
+// nothing gives the unit back before its retries run out, 503).
+func TestSoldOutIsAConflictWhileAReleaseLags(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p := s.product("Last", 1, 1)
+	st := s.storeOn(releaseThrottled{s.db}, 3)
+	one := orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}
+	if _, err := st.PlaceOrder(ctx, "u1", one, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.holds(p.ProductID, 0); len(h) != 1 {
+		t.Fatalf("holds after the throttled release: %v, want the order's", h)
+	}
+	_, err := st.PlaceOrder(ctx, "u1", one, nil)
+	var e *errcode.Error
+	if !errors.As(err, &e) || e.Code != errcode.Conflict || len(e.Products) != 1 {
+		t.Fatalf("the next order: got %v, want a conflict naming the product", err)
+	}
+
+	q := s.product("Pending", 1, 1)
+	failing := true
+	lost := store.New(orderLost{DB: s.db, orders: tables.Physical(s.prefix, tables.Orders), failing: &failing}, store.Config{Tables: store.TablesWithPrefix(s.prefix), MaxAttempts: 3})
+	if _, err := lost.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: q.ProductID, Quantity: 1}}}, nil); errcode.Of(err) != errcode.Unavailable {
+		t.Fatalf("got %v, want Unavailable", err)
+	}
+	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: q.ProductID, Quantity: 1}}}, nil); errcode.Of(err) != errcode.Unavailable {
+		t.Errorf("an order short only of a unit an order not written holds: got %v, want Unavailable (it may come back)", err)
+	}
+}

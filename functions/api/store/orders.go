@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -92,6 +93,13 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		case len(plan.gone)+len(plan.short) > 0:
 			return orders.Order{}, shortage(plan.gone, plan.short)
 		case plan.held:
+			// Short unless orders not written yet give units back.
+			if short, err := s.shortEvenIfGivenBack(ctx, rd, plan); err != nil || len(short) > 0 {
+				if err != nil {
+					return orders.Order{}, fmt.Errorf("place order: %w", err)
+				}
+				return orders.Order{}, shortage(nil, short)
+			}
 			if err := s.backoff(ctx, attempt); err != nil {
 				return orders.Order{}, s.refusal(ctx, last.items, err)
 			}
@@ -239,6 +247,29 @@ type orderPlan struct {
 	// held: a product is short only of units that orders not written yet
 	// hold (stock.Held), which come back if those orders fail: read again.
 	held bool
+	// heldShort are the products held is about.
+	heldShort []string
+}
+
+// shortEvenIfGivenBack is the products of plan.heldShort that are short
+// even if every order not written yet that holds their units gave them
+// back (heldUnits reads those orders).
+func (s *Store) shortEvenIfGivenBack(ctx context.Context, rd orderRead, plan orderPlan) ([]string, error) {
+	var short []string
+	for _, it := range rd.items {
+		if !slices.Contains(plan.heldShort, it.ProductID) {
+			continue
+		}
+		bs := rd.buckets[it.ProductID]
+		held, err := s.heldUnits(ctx, bs)
+		if err != nil {
+			return nil, err
+		}
+		if stock.Sum(unitsOf(bs))+catalogStock(rd.products[it.ProductID])+held < int64(it.Quantity) {
+			short = append(short, it.ProductID)
+		}
+	}
+	return short, nil
 }
 
 // planOrder plans the takes of a round from its read, with no I/O: a
@@ -278,6 +309,7 @@ func planOrder(rd orderRead, l orderLessons, draw func(n int) int) orderPlan {
 			plan.readAgain = true
 		case t == nil && stock.Sum(sources)+stock.Held(holdsOfAll(rd.buckets[it.ProductID]), rd.at) >= q:
 			plan.held = true
+			plan.heldShort = append(plan.heldShort, it.ProductID)
 		case t == nil:
 			plan.short = append(plan.short, it.ProductID)
 		}
@@ -436,10 +468,16 @@ func (s *Store) refusal(ctx context.Context, items []orders.Item, busy error) er
 		switch {
 		case !ok:
 			gone = append(gone, it.ProductID)
-		case stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p)+stock.Held(holdsOfAll(units[it.ProductID]), s.now()) < int64(it.Quantity):
+		case stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity):
 			// Short even if the orders not written yet that hold its
-			// units gave them back.
-			short = append(short, it.ProductID)
+			// units gave them back?
+			held, err := s.heldUnits(ctx, units[it.ProductID])
+			if err != nil {
+				return busy
+			}
+			if stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p)+held < int64(it.Quantity) {
+				short = append(short, it.ProductID)
+			}
 		}
 	}
 	if len(gone)+len(short) == 0 {
