@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,15 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/apigw"
-	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/system"
-	"github.com/shopstream/shopstream/shared/stock"
-	"github.com/shopstream/shopstream/shared/tables"
 )
 
 var (
@@ -272,23 +264,6 @@ func (d *drill) checkExact() {
 		Stock     int `json:"stock"`
 		UnitsSold int `json:"unitsSold"`
 	}
-	// An order killed between the take of its units and its write leaves
-	// a hold on its bucket: settled once stale (as `make audit REPAIR=1` or
-	// the bucket's next order does), its units come back, or go, exactly.
-	db := dynamodb.NewFromConfig(endpoints.AWSConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(d.p.ddbURL) })
-	later := time.Now().Add(stock.StaleAfter)
-	st := store.New(db, store.Config{Tables: tables.WithPrefix(""), Now: func() time.Time { return later }})
-	var settled store.Settled
-	for _, pid := range d.products {
-		s, err := st.SettleStaleHolds(context.Background(), pid)
-		if err != nil {
-			d.t.Fatalf("settle the holds of %s: %v", pid, err)
-		}
-		settled.Released += s.Released
-		settled.Returned += s.Returned
-		settled.Units += s.Units
-	}
-	d.t.Logf("holds left by the kills: %d of orders written, %d of orders not written (%d units back)", settled.Released, settled.Returned, settled.Units)
 	for _, pid := range d.products {
 		var p product
 		d.must(200, "GET", "/products/"+pid, "admin", nil, &p)

@@ -13,8 +13,7 @@ import (
 )
 
 // auditCommand runs `make audit [REPAIR=1]`: the counters recomputed from the
-// tables and the orders archive, drift printed (and repaired with -repair);
-// then the stock buckets' stale holds counted (and settled with -repair).
+// tables and the orders archive, drift printed (and repaired with -repair).
 func auditCommand(ctx context.Context, t *target.Target, args []string, e env) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(e.stdout)
@@ -35,15 +34,8 @@ func auditCommand(ctx context.Context, t *target.Target, args []string, e env) e
 	if err := rep.Write(e.stdout); err != nil {
 		return err
 	}
-	holds, err := auditHolds(ctx, t, *repair, time.Now())
-	if err != nil {
-		return err
-	}
-	if err := holds.write(e.stdout); err != nil {
-		return err
-	}
-	if rep.ExitCode() != 0 || holds.remaining() > 0 {
-		return fmt.Errorf("%w: %d counters still differ, %d items unsettled, %d input problems, %d stale stock holds", target.ErrIncomplete, len(rep.Remaining()), len(rep.Unsettled), len(rep.Problems), holds.remaining())
+	if rep.ExitCode() != 0 {
+		return fmt.Errorf("%w: %d counters still differ, %d items unsettled, %d input problems", target.ErrIncomplete, len(rep.Remaining()), len(rep.Unsettled), len(rep.Problems))
 	}
 	return nil
 }

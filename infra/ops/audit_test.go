@@ -7,14 +7,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/shopstream/shopstream/shared/stock"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -167,58 +165,5 @@ func TestRepairBeforeReplayCountsOnce(t *testing.T) {
 	}
 	if code, out := d.command("audit", "-settle", "1s"); code != 0 || !strings.Contains(out, "0 counters differ") {
 		t.Errorf("audit after the replay: exit %d, want 0 and no drift", code)
-	}
-}
-
-// TestAuditSettlesStaleStockHolds: an order whose writes stopped between
-// the take of its units and the order leaves a hold on its bucket (here
-// written as that order's take writes it, 6 minutes ago, for an order never
-// written). `make audit` reports it and exits 1; `make audit REPAIR=1`
-// gives its units back, once, and exits 0. A fresh hold is left alone.
-func TestAuditSettlesStaleStockHolds(t *testing.T) {
-	d := startDrill(t, drillOptions{})
-	d.api(201, "POST", "/users", "u1", map[string]any{"name": "U1"}, nil)
-	var p product
-	d.api(201, "POST", "/products", "admin", map[string]any{"name": "Kettle", "category": "kitchen", "priceCents": 1000, "stock": 10}, &p)
-	stockOf := func() float64 {
-		var got map[string]any
-		d.api(200, "GET", "/products/"+p.ProductID, "", nil, &got)
-		return got["stock"].(float64)
-	}
-	take := func(h stock.Hold) {
-		t.Helper()
-		e, err := expression.NewBuilder().WithUpdate(
-			expression.Set(expression.Name("units"), expression.Name("units").Minus(expression.Value(h.Units))).
-				Add(expression.Name("holds"), expression.Value(&types.AttributeValueMemberSS{Value: []string{h.String()}}))).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.sys.DynamoDB().UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-			TableName:        aws.String(tables.Physical(d.prefix, tables.ProductStock)),
-			Key:              map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: p.ProductID + "#0"}},
-			UpdateExpression: e.Update(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	take(stock.Hold{At: time.Now().Add(-6 * time.Minute), Units: 3, OrderID: "01JDSTALEORDER000000000000", UserID: "u1"})
-	take(stock.Hold{At: time.Now(), Units: 1, OrderID: "01JDFRESHORDER000000000000", UserID: "u1"})
-	if got := stockOf(); got != 6 {
-		t.Fatalf("stock with the two holds: %v, want 6", got)
-	}
-	if code, out := d.command("audit", "-settle", "1s"); code != 1 || !strings.Contains(out, "stock holds: 1 stale on 1 products") {
-		t.Errorf("audit with a stale hold: exit %d, want 1 and the stale hold reported", code)
-	}
-	if code, out := d.command("audit", "-repair", "-settle", "1s"); code != 0 || !strings.Contains(out, "1 returned (3 units), 0 left") {
-		t.Errorf("audit -repair: exit %d, want 0 and the hold's 3 units returned", code)
-	}
-	if got := stockOf(); got != 9 {
-		t.Errorf("stock after the repair: %v, want 9 (the fresh hold's unit still out)", got)
-	}
-	if code, out := d.command("audit", "-repair", "-settle", "1s"); code != 0 || !strings.Contains(out, "0 stale") {
-		t.Errorf("audit -repair again: exit %d, want 0 and nothing stale", code)
-	}
-	if got := stockOf(); got != 9 {
-		t.Errorf("stock after a second repair: %v, want 9 (returned once)", got)
 	}
 }

@@ -3,7 +3,6 @@ package stock
 import (
 	"reflect"
 	"testing"
-	"time"
 )
 
 func TestSpread(t *testing.T) {
@@ -69,59 +68,4 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestHoldRoundTrip(t *testing.T) {
-	at := time.Date(2026, 11, 25, 19, 0, 0, 123e6, time.UTC)
-	for _, h := range []Hold{
-		{At: at, Units: 1, OrderID: "01JDQ7W0000000000000000000", UserID: "alice"},
-		{At: at, Units: 1000, OrderID: "o", UserID: "user with spaces"},
-	} {
-		got, err := ParseHold(h.String())
-		if err != nil || got != h {
-			t.Errorf("ParseHold(%q) = %+v, %v; want %+v", h.String(), got, err, h)
-		}
-	}
-}
-
-func TestParseHoldRefuses(t *testing.T) {
-	for _, s := range []string{"", "1 2 o", "x 1 o u", "1 0 o u", "1 -2 o u", "1 z o u", "1 1  u", "1 1 o "} {
-		if h, err := ParseHold(s); err == nil {
-			t.Errorf("ParseHold(%q) = %+v, want an error", s, h)
-		}
-	}
-}
-
-func TestHeldCountsOnlyFreshHolds(t *testing.T) {
-	now := time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC)
-	fresh := Hold{At: now.Add(-time.Second), Units: 3, OrderID: "a", UserID: "u"}.String()
-	edge := Hold{At: now.Add(-OrderWindow + time.Millisecond), Units: 4, OrderID: "b", UserID: "u"}.String()
-	decided := Hold{At: now.Add(-OrderWindow), Units: 5, OrderID: "c", UserID: "u"}.String()
-	for _, tc := range []struct {
-		set  []string
-		want int64
-	}{
-		{nil, 0},
-		{[]string{fresh}, 3},
-		{[]string{fresh, edge}, 7},
-		{[]string{fresh, decided}, 3},
-		{[]string{"garbage", edge}, 4},
-	} {
-		if got := Held(tc.set, now); got != tc.want {
-			t.Errorf("Held(%v) = %d, want %d", tc.set, got, tc.want)
-		}
-	}
-	staleEdge := Hold{At: now.Add(-StaleAfter + time.Millisecond)}
-	if !(Hold{At: now.Add(-StaleAfter)}).Stale(now) || staleEdge.Stale(now) || mustParse(t, decided).Stale(now) {
-		t.Errorf("a hold is stale from StaleAfter on, not before")
-	}
-}
-
-func mustParse(t *testing.T, s string) Hold {
-	t.Helper()
-	h, err := ParseHold(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
 }

@@ -106,12 +106,12 @@ func TestTraceparentOnItems(t *testing.T) {
 		switch s.Name() {
 		case "POST /users/{userId}/orders":
 			server = s
-		case "DynamoDB.PutItem":
+		case "DynamoDB.TransactWriteItems":
 			write = s
 		}
 	}
 	if server == nil || write == nil {
-		t.Fatalf("got spans %v, want the server span and its PutItem of the order", exp.GetSpans())
+		t.Fatalf("got spans %v, want the server span and its TransactWriteItems", exp.GetSpans())
 	}
 	if got := server.SpanContext().TraceID().String(); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("server span's trace: got %s, want the caller's", got)

@@ -192,15 +192,9 @@ func TestStockIsReadAsOfOneInstant(t *testing.T) {
 	}
 }
 
-// throttled refuses every write as DynamoDB does a write to a partition
-// past its throughput: a transaction cancelled with each action's reason
-// ThrottlingError, a single-item write with
-// ProvisionedThroughputExceededException once the client's retries ran out.
+// throttled cancels every transaction as DynamoDB does a write to a
+// partition past its throughput: each action's reason ThrottlingError.
 type throttled struct{ store.DB }
-
-func (throttled) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("The level of configured provisioned throughput for the table was exceeded.")}
-}
 
 func (throttled) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	reasons := make([]types.CancellationReason, len(in.TransactItems))
@@ -266,11 +260,11 @@ func TestStockMovingIntoItsBucketIsNotCountedTwice(t *testing.T) {
 
 // unseenUsers answers eventually consistent reads of the users table as if
 // the user were not there yet (a registration an eventually consistent read
-// may lag), and records the tables each write names.
+// may lag), and records the tables each transaction writes.
 type unseenUsers struct {
 	store.DB
 	users  string
-	writes *[][]string
+	tables *[][]string
 }
 
 func (d unseenUsers) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
@@ -296,18 +290,8 @@ func (d unseenUsers) TransactWriteItems(ctx context.Context, in *dynamodb.Transa
 			names = append(names, aws.ToString(a.Delete.TableName))
 		}
 	}
-	*d.writes = append(*d.writes, names)
+	*d.tables = append(*d.tables, names)
 	return d.DB.TransactWriteItems(ctx, in, opts...)
-}
-
-func (d unseenUsers) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	*d.writes = append(*d.writes, []string{aws.ToString(in.TableName)})
-	return d.DB.PutItem(ctx, in, opts...)
-}
-
-func (d unseenUsers) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	*d.writes = append(*d.writes, []string{aws.ToString(in.TableName)})
-	return d.DB.UpdateItem(ctx, in, opts...)
 }
 
 // TestOrderReadsTheUserNotChecksIt: the order's registration check is a
@@ -315,14 +299,14 @@ func (d unseenUsers) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 // its transaction (which met the counters' writes to the user item): an
 // unregistered user gets NotFound and nothing is written; a user whom an
 // eventually consistent read does not see yet is read again consistently
-// and orders; no write of an order touches the users table.
+// and orders; no order transaction touches the users table.
 func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
 	s := newShapes(t)
 	ctx := context.Background()
 	p := s.product("Cup", 5, 1)
-	var writes [][]string
+	var txs [][]string
 	usersTable := tables.Physical(s.prefix, tables.Users)
-	st := s.storeOn(unseenUsers{DB: s.db, users: usersTable, writes: &writes}, 0)
+	st := s.storeOn(unseenUsers{DB: s.db, users: usersTable, tables: &txs}, 0)
 	one := orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}
 
 	_, err := st.PlaceOrder(ctx, "nobody", one, nil)
@@ -330,8 +314,8 @@ func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != errcode.NotFound {
 		t.Fatalf("an unregistered user's order: got %v, want NotFound", err)
 	}
-	if len(writes) != 0 {
-		t.Errorf("an unregistered user's order wrote %v", writes)
+	if len(txs) != 0 {
+		t.Errorf("an unregistered user's order wrote %d transactions", len(txs))
 	}
 	if got := s.stock(p.ProductID); got != 5 {
 		t.Errorf("stock after the refused order: %d, want 5", got)
@@ -343,58 +327,56 @@ func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
 	if got := s.stock(p.ProductID); got != 4 {
 		t.Errorf("stock after the order: %d, want 4", got)
 	}
-	ordersTable := tables.Physical(s.prefix, tables.Orders)
-	var wroteOrder bool
-	for _, names := range writes {
-		for _, name := range names {
-			wroteOrder = wroteOrder || name == ordersTable
-			if name == usersTable {
-				t.Errorf("the order's writes touch the users table: %v", writes)
-			}
+	if len(txs) != 1 {
+		t.Fatalf("transactions: %d, want 1", len(txs))
+	}
+	for _, name := range txs[0] {
+		if name == usersTable {
+			t.Errorf("the order's transaction writes or checks the users table: %v", txs[0])
 		}
 	}
-	if !wroteOrder {
-		t.Errorf("no write of the orders table: %v", writes)
-	}
 }
 
-// throttleOnce refuses the first write of the stock table as DynamoDB
-// does past a partition's throughput once the client's retries ran out,
-// and counts the reads.
-type throttleOnce struct {
+// conflictOnce cancels the first transaction with TransactionConflict at
+// its first action, as DynamoDB does while another transaction holds the
+// item, and counts the reads.
+type conflictOnce struct {
 	store.DB
-	stock            string
-	throttled, reads *int
+	tx, reads *int
 }
 
-func (d throttleOnce) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+func (d conflictOnce) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	*d.reads++
 	return d.DB.BatchGetItem(ctx, in, opts...)
 }
 
-func (d throttleOnce) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if aws.ToString(in.TableName) == d.stock && *d.throttled == 0 {
-		*d.throttled++
-		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("throughput exceeded")}
+func (d conflictOnce) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if *d.tx++; *d.tx == 1 {
+		reasons := make([]types.CancellationReason, len(in.TransactItems))
+		for i := range reasons {
+			reasons[i] = types.CancellationReason{Code: aws.String("None")}
+		}
+		reasons[0].Code = aws.String("TransactionConflict")
+		return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
 	}
-	return d.DB.UpdateItem(ctx, in, opts...)
+	return d.DB.TransactWriteItems(ctx, in, opts...)
 }
 
-// TestContendedOrderCommitsWithoutReadingAgain: a round refused by
-// throttling or contention takes its units again from what it read (a
-// change since the read fails the take's condition and makes the round
-// after read): re-reading made half a contended order's calls reads.
+// TestContendedOrderCommitsWithoutReadingAgain: a round cancelled by
+// contention commits its read again (a change since the read fails a
+// decrement's condition and makes the round after read): the contended
+// orders' calls were half reads.
 func TestContendedOrderCommitsWithoutReadingAgain(t *testing.T) {
 	s := newShapes(t)
 	ctx := context.Background()
 	p := s.product("Bowl", 3, 1)
-	var throttled, reads int
-	st := s.storeOn(throttleOnce{DB: s.db, stock: tables.Physical(s.prefix, tables.ProductStock), throttled: &throttled, reads: &reads}, 0)
+	var tx, reads int
+	st := s.storeOn(conflictOnce{DB: s.db, tx: &tx, reads: &reads}, 0)
 	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if throttled != 1 || reads != 1 {
-		t.Errorf("got %d throttled takes and %d reads, want 1 and 1 (the refused round's read taken again)", throttled, reads)
+	if tx != 2 || reads != 1 {
+		t.Errorf("got %d transactions and %d reads, want 2 and 1 (the contended round's read committed again)", tx, reads)
 	}
 	if got := s.stock(p.ProductID); got != 2 {
 		t.Errorf("stock: got %d, want 2", got)

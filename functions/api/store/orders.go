@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -48,26 +46,22 @@ func shortage(gone, short []string) error {
 // PlaceOrder places an order of userID for the request's items, or the cart's
 // lines (emptying the cart). The user's registration is read with the
 // catalog items, in the same BatchGetItem (no route or function deletes a
-// user, so a user read once stays registered and nothing needs to check it,
-// nor to meet the counters' writes to the user item). Each line's quantity
-// is taken from the product's stock buckets (one bucket drawn at random, or
-// several when no single bucket holds it) with single-item writes, each
-// conditional on the bucket holding what it takes and carrying the price
-// and name read, and each recording the order's hold (holds.go); then the
-// order is written with each line's current name and price (with the
-// idempotency claim, keeping what claim.Keep makes of the order, and the
-// cart's emptying, in one transaction), and the holds removed. An order not
-// written gives its units back. Stock still on a catalog item (shape 1) is
-// taken in the order's transaction instead. The catalog item is read, never
-// written. A product is short of stock only when a consistent read of all
-// its buckets finds less than the quantity, even with the units of orders
-// not written yet. Takes refused by contention or throttling are retried
-// with jittered backoff from the same read with buckets drawn again; when
-// the retries run out, a consistent read decides between Conflict (short)
-// and Unavailable. Codes: Invalid, NotFound (user not registered), Conflict
-// (short of stock, product gone, empty cart, more takes than one
-// transaction's 100 actions, as 0.4.0 answers), Unavailable; ErrKeyUsed when
-// the claim's key was used first by another request.
+// user, so a user read once stays registered and no transaction needs to
+// check it, nor to meet the counters' writes to the user item). One transaction puts the
+// order with each line's current name and price, takes each line's quantity
+// from the product's stock buckets (one bucket drawn at random, or several when
+// no single bucket holds it), each decrement conditional on the bucket
+// holding what it takes and carrying the price and name read, and claims
+// the idempotency key when given, keeping what claim.Keep makes of the
+// order. The catalog item is read, never written. A product is short of
+// stock only when a consistent read of all its buckets finds less than the
+// quantity. Cancellations by contention or throttling are retried with
+// jittered backoff, committing the same read again with buckets drawn
+// again; when the retries run out, a consistent read decides
+// between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
+// not registered), Conflict (short of stock, product gone, empty cart, too
+// large for one transaction), Unavailable; ErrKeyUsed when the claim's key
+// was used first by another request.
 func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Request, claim *Claim[orders.Order]) (orders.Order, error) {
 	var lessons orderLessons
 	var last orderRead // for the answer when the retries run out
@@ -92,18 +86,6 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 			continue
 		case len(plan.gone)+len(plan.short) > 0:
 			return orders.Order{}, shortage(plan.gone, plan.short)
-		case plan.held:
-			// Short unless orders not written yet give units back.
-			if short, err := s.shortEvenIfGivenBack(ctx, rd, plan); err != nil || len(short) > 0 {
-				if err != nil {
-					return orders.Order{}, fmt.Errorf("place order: %w", err)
-				}
-				return orders.Order{}, shortage(nil, short)
-			}
-			if err := s.backoff(ctx, attempt); err != nil {
-				return orders.Order{}, s.refusal(ctx, last.items, err)
-			}
-			continue
 		}
 		o, outcome, err := s.commitOrder(ctx, userID, rd, plan, claim, &lessons)
 		switch outcome {
@@ -151,7 +133,6 @@ func (l *orderLessons) widen(id string) {
 // the products planned wide, read consistently. readAgain: a product was
 // missing from an eventually consistent read, which may lag its creation.
 type orderRead struct {
-	at        time.Time // when it was read
 	fromCart  bool
 	cart      carts.Cart
 	items     []orders.Item
@@ -164,7 +145,7 @@ type orderRead struct {
 // whose catalog item (shape 1) does not hold the quantity, and to every
 // product when one is gone, so the refusal names the short ones too.
 func (s *Store) readOrder(ctx context.Context, userID string, req orders.Request, l *orderLessons) (orderRead, error) {
-	rd := orderRead{at: s.now(), fromCart: req.FromCart}
+	rd := orderRead{fromCart: req.FromCart}
 	items := req.Items
 	if req.FromCart {
 		var err error
@@ -244,32 +225,6 @@ type orderPlan struct {
 	takes       map[string][]stock.Take
 	gone, short []string
 	readAgain   bool
-	// held: a product is short only of units that orders not written yet
-	// hold (stock.Held), which come back if those orders fail: read again.
-	held bool
-	// heldShort are the products held is about.
-	heldShort []string
-}
-
-// shortEvenIfGivenBack is the products of plan.heldShort that are short
-// even if every order not written yet that holds their units gave them
-// back (heldUnits reads those orders).
-func (s *Store) shortEvenIfGivenBack(ctx context.Context, rd orderRead, plan orderPlan) ([]string, error) {
-	var short []string
-	for _, it := range rd.items {
-		if !slices.Contains(plan.heldShort, it.ProductID) {
-			continue
-		}
-		bs := rd.buckets[it.ProductID]
-		held, err := s.heldUnits(ctx, bs)
-		if err != nil {
-			return nil, err
-		}
-		if stock.Sum(unitsOf(bs))+catalogStock(rd.products[it.ProductID])+held < int64(it.Quantity) {
-			short = append(short, it.ProductID)
-		}
-	}
-	return short, nil
 }
 
 // planOrder plans the takes of a round from its read, with no I/O: a
@@ -307,16 +262,13 @@ func planOrder(rd orderRead, l orderLessons, draw func(n int) int) orderPlan {
 		switch {
 		case t == nil && p.CatalogStock != nil && !l.consistent:
 			plan.readAgain = true
-		case t == nil && stock.Sum(sources)+stock.Held(holdsOfAll(rd.buckets[it.ProductID]), rd.at) >= q:
-			plan.held = true
-			plan.heldShort = append(plan.heldShort, it.ProductID)
 		case t == nil:
 			plan.short = append(plan.short, it.ProductID)
 		}
 		plan.takes[it.ProductID] = t
 	}
-	if len(plan.gone)+len(plan.short) > 0 {
-		plan.readAgain, plan.held = false, false // named with the short ones now
+	if len(plan.gone) > 0 {
+		plan.readAgain = false // named with the short ones now
 	}
 	return plan
 }
@@ -364,13 +316,7 @@ func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, pl
 		}
 		tx.claim = tx.add(put)
 	}
-	if !tx.onCatalog() {
-		outcome, err := s.commitHeld(ctx, o, rd, tx, l)
-		return o, outcome, err
-	}
 
-	// Stock still on a catalog item (shape 1) is taken in the order's
-	// transaction, as releases before stock buckets took it.
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.actions})
 	if err == nil {
 		return o, placed, nil
@@ -469,15 +415,7 @@ func (s *Store) refusal(ctx context.Context, items []orders.Item, busy error) er
 		case !ok:
 			gone = append(gone, it.ProductID)
 		case stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity):
-			// Short even if the orders not written yet that hold its
-			// units gave them back?
-			held, err := s.heldUnits(ctx, units[it.ProductID])
-			if err != nil {
-				return busy
-			}
-			if stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p)+held < int64(it.Quantity) {
-				short = append(short, it.ProductID)
-			}
+			short = append(short, it.ProductID)
 		}
 	}
 	if len(gone)+len(short) == 0 {
@@ -523,26 +461,6 @@ type placement struct {
 	actions            []types.TransactWriteItem
 	order, cart, claim int
 	decrements         []decrementRef
-}
-
-// isDecrement reports whether action i is a stock decrement.
-func (p *placement) isDecrement(i int) bool {
-	for _, d := range p.decrements {
-		if d.at == i {
-			return true
-		}
-	}
-	return false
-}
-
-// onCatalog reports a decrement of a catalog item's own stock (shape 1).
-func (p *placement) onCatalog() bool {
-	for _, d := range p.decrements {
-		if d.Bucket == onCatalog {
-			return true
-		}
-	}
-	return false
 }
 
 // add appends an action and returns where it stands.

@@ -55,7 +55,7 @@ func (s *Store) CreateProduct(ctx context.Context, n products.New) (products.Pro
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	}}}
 	for i, units := range stock.Spread(p.Stock, p.StockBuckets) {
-		put, err := s.putBucket(p, i, units, 0, nil, nil)
+		put, err := s.putBucket(p, i, units, 0, nil)
 		if err != nil {
 			return products.Product{}, fmt.Errorf("create product %s: %w", p.ProductID, err)
 		}
@@ -295,28 +295,21 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 
 	if p.Stock != nil || p.StockBuckets != nil || missing(bs) || cur.CatalogStock != nil {
 		// Respread: the buckets' versions carry over (those of dropped
-		// buckets to bucket 0), so the product's version moves by 1. So do
-		// their holds, where an order not written looks for them to give
-		// its units back, except under a new absolute stock: it counts the
-		// units as they are, and an order not written gives nothing back.
+		// buckets to bucket 0), so the product's version moves by 1.
 		vs := make([]int64, next.StockBuckets)
-		holds := make([][]string, next.StockBuckets)
 		for i, b := range bs {
 			j := i
 			if j >= next.StockBuckets {
 				j = 0
 			}
 			vs[j] += b.Version
-			if p.Stock == nil {
-				holds[j] = append(holds[j], b.Holds...)
-			}
 		}
 		for i, share := range stock.Spread(target, next.StockBuckets) {
 			var was *bucket
 			if i < n {
 				was = &bs[i]
 			}
-			put, err := s.putBucket(next, i, share, vs[i], holds[i], was)
+			put, err := s.putBucket(next, i, share, vs[i], was)
 			if err != nil {
 				return products.Product{}, nil, fmt.Errorf("patch product %s: %w", cur.ProductID, err)
 			}

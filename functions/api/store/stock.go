@@ -40,18 +40,6 @@ type bucket struct {
 	Name       string `dynamodbav:"name"`
 	Version    int64  `dynamodbav:"version"`
 	Shape      int    `dynamodbav:"shape,omitempty"`
-	// Holds are the holds of orders that took units from the bucket and
-	// may not be written yet (stock.Hold, holds.go).
-	Holds []string `dynamodbav:"holds,stringset,omitempty"`
-}
-
-// holdsOfAll is the holds of buckets.
-func holdsOfAll(bs []bucket) []string {
-	var out []string
-	for _, b := range bs {
-		out = append(out, b.Holds...)
-	}
-	return out
 }
 
 func bucketID(productID string, i int) string { return productID + "#" + strconv.Itoa(i) }
@@ -256,12 +244,12 @@ func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
 }
 
 // putBucket is the action that writes bucket i of p whole with the given
-// units, version and holds, on the condition that it is as it was read
-// (absent when was is nil).
-func (s *Store) putBucket(p products.Product, i int, units, version int64, holds []string, was *bucket) (types.TransactWriteItem, error) {
+// units and version, on the condition that it is as it was read (absent
+// when was is nil).
+func (s *Store) putBucket(p products.Product, i int, units, version int64, was *bucket) (types.TransactWriteItem, error) {
 	item, err := attributevalue.MarshalMap(bucket{
 		BucketID: bucketID(p.ProductID, i), ProductID: p.ProductID, Index: i,
-		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket, Holds: holds,
+		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket,
 	})
 	if err != nil {
 		return types.TransactWriteItem{}, err

@@ -96,7 +96,7 @@ func Accesses() map[string]Access {
 				tables.ProductStock:    {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"},
 				tables.Reviews:         {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"},
 				tables.Carts:           {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
-				tables.Orders:          {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+				tables.Orders:          {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"},
 				tables.IdempotencyKeys: {"dynamodb:GetItem", "dynamodb:PutItem"},
 			},
 			SearchAccess: SearchRead,

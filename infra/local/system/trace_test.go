@@ -100,8 +100,8 @@ func TestTraceFollowsAnOrderToEveryProcessor(t *testing.T) {
 	}
 	batch, _ := batchOf(f, order.OrderID, "counters")
 	write := linkedSpan(t, f, batch, order.OrderID)
-	if write.TraceID != f.Writers[0] || write.Service != "api" || write.Name != "DynamoDB.PutItem" {
-		t.Errorf("counters' link: got %s %q in trace %s, want the api's DynamoDB.PutItem of the order in %s", write.Service, write.Name, write.TraceID, f.Writers[0])
+	if write.TraceID != f.Writers[0] || write.Service != "api" || write.Name != "DynamoDB.TransactWriteItems" {
+		t.Errorf("counters' link: got %s %q in trace %s, want the api's DynamoDB.TransactWriteItems in %s", write.Service, write.Name, write.TraceID, f.Writers[0])
 	}
 	if batch.TraceID == write.TraceID || batch.ParentID != "" {
 		t.Errorf("counters' batch span: got trace %s parent %q, want a root of its own linked to %s", batch.TraceID, batch.ParentID, write.TraceID)
