@@ -102,7 +102,11 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		// round's read is a call like its commit: re-reading on every
 		// conflict doubled the calls of the contended orders.
 		reread = false
-		if err := s.backoff(ctx, attempt); err != nil {
+		wait := s.backoff
+		if !lessons.throttled {
+			wait = s.conflictBackoff
+		}
+		if err := wait(ctx, attempt); err != nil {
 			return orders.Order{}, s.refusal(ctx, last.items, err)
 		}
 	}
@@ -119,6 +123,9 @@ type orderLessons struct {
 	wide       map[string]bool
 	consistent bool
 	userKnown  bool
+	// throttled: the last round was refused by throttling, not only by
+	// other transactions holding its items.
+	throttled bool
 }
 
 func (l *orderLessons) widen(id string) {
@@ -336,6 +343,7 @@ func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, pl
 		}
 		return o, replan, nil
 	case c.retryable():
+		l.throttled = c.throttled()
 		return o, contended, nil
 	}
 	return o, failed, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
