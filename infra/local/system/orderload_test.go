@@ -57,32 +57,6 @@ func (c *callCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 	return c.DB.BatchGetItem(ctx, in, opts...)
 }
 
-func (c *callCounter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.count(ctx)
-	out, err := c.DB.PutItem(ctx, in, opts...)
-	c.singleConflict(aws.ToString(in.TableName), err)
-	return out, err
-}
-
-func (c *callCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.count(ctx)
-	out, err := c.DB.UpdateItem(ctx, in, opts...)
-	c.singleConflict(aws.ToString(in.TableName), err)
-	return out, err
-}
-
-// singleConflict counts a single-item write that met a transaction on its
-// item (TransactionConflictException), by table.
-func (c *callCounter) singleConflict(table string, err error) {
-	var tce *types.TransactionConflictException
-	if !errors.As(err, &tce) {
-		return
-	}
-	c.mu.Lock()
-	c.conflicts[strings.TrimPrefix(table, c.prefix)]++
-	c.mu.Unlock()
-}
-
 func (c *callCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	c.count(ctx)
 	out, err := c.DB.TransactWriteItems(ctx, in, opts...)
