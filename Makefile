@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver deploy-hook
 PKGS := ./...
 
-.PHONY: trace run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy bench flash-sale clean replay audit reindex migrate ops help \
+.PHONY: trace run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy deploy-check bench flash-sale clean replay audit reindex migrate ops help \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200); Ctrl-C or kill <make's pid> stops it all
@@ -155,14 +155,24 @@ lint-templates: synth
 	cfn-lint -c I --ignore-checks W3005 --ignore-checks I1022 -- $(CDK_OUT)/*/*.template.json
 	cfn-lint -c I -- template.yaml
 
-## deploy: cdk deploy one stage (STAGE=dev|prod, ALARM_EMAIL=... and RESERVED_CONCURRENCY=none|fn=n,... optional); needs AWS credentials
+## deploy-check: what a deploy needs before it builds: prod takes ALARM_EMAIL on every deploy (ALARM_EMAIL=none for no subscription)
+# The alarm topic's e-mail subscription exists only in the deploy that names
+# it: CloudFormation removes what a deploy leaves out, so a prod deploy
+# without ALARM_EMAIL would silently stop the on-call mail.
+deploy-check:
+	@if [ "$(STAGE)" = prod ] && [ -z "$(ALARM_EMAIL)" ]; then \
+	  echo "deploy: STAGE=prod needs ALARM_EMAIL=<address> on every deploy; a deploy without it removes the alarm e-mail subscription (ALARM_EMAIL=none deploys without one)" >&2; \
+	  exit 1; \
+	fi
+
+## deploy: cdk deploy one stage (STAGE=dev|prod; ALARM_EMAIL=<address> on every prod deploy, none for no mail; RESERVED_CONCURRENCY=none|fn=n,... optional); needs AWS credentials
 # CloudFormation hands each function's alias to CodeDeploy and waits for it:
 # the API's new version takes traffic by the stage's canary or linear steps
 # and rolls back by itself on an alarm (docs/deploy.md, "Rolling back").
-deploy: build
+deploy: deploy-check build
 	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(STREAMED))"
 	@echo "  watch: aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-api"
-	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) --require-approval broadening --progress events; \
+	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(filter-out none,$(ALARM_EMAIL)),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) --require-approval broadening --progress events; \
 	  status=$$?; \
 	  for g in $(STREAMED); do \
 	    id=$$(aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-$$g --max-items 1 --query 'deployments[0]' --output text 2>/dev/null); \

@@ -73,3 +73,43 @@ func TestMakeHelpListsEveryTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestProdDeployNeedsAlarmEmail: a prod deploy that names no ALARM_EMAIL
+// stops before it builds, since CloudFormation would remove the alarm
+// e-mail subscription the last deploy made; ALARM_EMAIL=none is the way to
+// deploy without one, and an address reaches the CDK app.
+func TestProdDeployNeedsAlarmEmail(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ALARM_EMAIL=") && !strings.HasPrefix(kv, "STAGE=") {
+			env = append(env, kv)
+		}
+	}
+	mk := func(args ...string) (string, error) {
+		cmd := exec.Command("make", append([]string{"-s", "--no-print-directory"}, args...)...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := mk("deploy-check", "STAGE=prod")
+	if err == nil || !strings.Contains(out, "needs ALARM_EMAIL") {
+		t.Errorf("prod deploy without ALARM_EMAIL: err %v, output %q; want a refusal naming ALARM_EMAIL", err, out)
+	}
+	for _, args := range [][]string{{"STAGE=prod", "ALARM_EMAIL=none"}, {"STAGE=prod", "ALARM_EMAIL=oncall@example.com"}, {"STAGE=dev"}} {
+		if out, err := mk(append([]string{"deploy-check"}, args...)...); err != nil {
+			t.Errorf("deploy-check %v: %v\n%s", args, err, out)
+		}
+	}
+	out, err = mk("-n", "deploy", "STAGE=prod", "ALARM_EMAIL=none")
+	if err != nil || strings.Contains(out, "alarmEmail") {
+		t.Errorf("make -n deploy ALARM_EMAIL=none: err %v; want no alarmEmail context:\n%s", err, out)
+	}
+	out, err = mk("-n", "deploy", "STAGE=prod", "ALARM_EMAIL=oncall@example.com")
+	if err != nil || !strings.Contains(out, "-c alarmEmail=oncall@example.com") {
+		t.Errorf("make -n deploy with an address: err %v; want -c alarmEmail=oncall@example.com:\n%s", err, out)
+	}
+}
