@@ -94,6 +94,11 @@ func (b *builder) httpAPI(routes []Route) error {
 		AuthFlows:                  &awscognito.AuthFlow{UserSrp: jsii.Bool(true)},
 		PreventUserExistenceErrors: jsii.Bool(true),
 		GenerateSecret:             jsii.Bool(false),
+		// No OAuth flows: the pool has no hosted-UI domain, and CDK's
+		// defaults (code and implicit grants, every scope, a placeholder
+		// callback URL) would hand tokens to a host nobody controls the day
+		// one is added.
+		DisableOAuth: jsii.Bool(true),
 		// The shop's pages read and write a user's address and name only.
 		ReadAttributes: awscognito.NewClientAttributes().WithStandardAttributes(&awscognito.StandardAttributesMask{
 			Email: jsii.Bool(true), EmailVerified: jsii.Bool(true), Fullname: jsii.Bool(true),

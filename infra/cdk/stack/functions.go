@@ -295,8 +295,15 @@ func (b *builder) grantTable(fn awslambda.IFunction, tn string, actions []string
 	table := b.s.Tables[tn]
 	resources := []*string{table.TableArn()}
 	def, _ := tables.ByName(tn)
-	if len(def.GlobalIndexes)+len(def.LocalIndexes) > 0 && slices.Contains(actions, "dynamodb:Query") {
-		resources = append(resources, jsii.String(*table.TableArn()+"/index/*"))
+	if slices.Contains(actions, "dynamodb:Query") {
+		// Each index by name: an index added later is not granted by
+		// this one's statement.
+		for _, ix := range def.GlobalIndexes {
+			resources = append(resources, jsii.String(*table.TableArn()+"/index/"+ix.Name))
+		}
+		for _, ix := range def.LocalIndexes {
+			resources = append(resources, jsii.String(*table.TableArn()+"/index/"+ix.Name))
+		}
 	}
 	st := &awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources}
 	if tn == tables.CounterEvents {

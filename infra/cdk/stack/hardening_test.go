@@ -204,3 +204,26 @@ func TestCursorSecretReadAtInit(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchLogsPolicyBoundToOurDomain: OpenSearch may write the domain's
+// log groups for this account's domain only (aws:SourceAccount and
+// aws:SourceArn), so no domain of another account can publish into them.
+func TestSearchLogsPolicyBoundToOurDomain(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		t.Run(name, func(t *testing.T) {
+			policies := s.resources("AWS::Logs::ResourcePolicy")
+			if len(policies) != 1 {
+				t.Fatalf("got %d log resource policies, want 1", len(policies))
+			}
+			for _, p := range policies {
+				doc := fmt.Sprint(props(p)["PolicyDocument"])
+				for _, want := range []string{"es.amazonaws.com", "aws:SourceAccount", "aws:SourceArn", "domain/shopstream-" + name} {
+					if !strings.Contains(doc, want) {
+						t.Errorf("log policy lacks %q: %s", want, doc)
+					}
+				}
+			}
+		})
+	}
+}

@@ -32,6 +32,12 @@ func TestUserPoolKeepsOriginalEmail(t *testing.T) {
 				if fmt.Sprint(write) != "[email name]" {
 					t.Errorf("write attributes: got %v, want [email name]", write)
 				}
+				// No OAuth: no grant, scope or callback a hosted UI added
+				// later would hand tokens to.
+				cp := props(c)
+				if cp["AllowedOAuthFlowsUserPoolClient"] != false || cp["AllowedOAuthFlows"] != nil || cp["AllowedOAuthScopes"] != nil || cp["CallbackURLs"] != nil {
+					t.Errorf("app client OAuth: flows enabled %v, flows %v, scopes %v, callbacks %v; want none", cp["AllowedOAuthFlowsUserPoolClient"], cp["AllowedOAuthFlows"], cp["AllowedOAuthScopes"], cp["CallbackURLs"])
+				}
 			}
 		})
 	}

@@ -26,13 +26,19 @@ func (b *builder) search() {
 	slowSearch := logGroup("SearchSlowSearchLogs", "search-slow")
 	slowIndex := logGroup("SearchSlowIndexLogs", "index-slow")
 	// One resource policy of our own instead of the custom resource CDK would
-	// otherwise deploy to write it.
+	// otherwise deploy to write it. The service writes for this account's
+	// domain only (aws:SourceAccount, aws:SourceArn): no other account's
+	// domain may publish into these groups (the confused deputy).
 	logPolicy := awslogs.NewResourcePolicy(b.s.Stack, jsii.String("SearchLogsPolicy"), &awslogs.ResourcePolicyProps{
 		ResourcePolicyName: b.name("opensearch-logs"),
 		PolicyStatements: &[]awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("es.amazonaws.com"), nil)},
 			Actions:    jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
 			Resources:  &[]*string{appLogs.LogGroupArn(), slowSearch.LogGroupArn(), slowIndex.LogGroupArn()},
+			Conditions: &map[string]any{
+				"StringEquals": map[string]any{"aws:SourceAccount": b.s.Stack.Account()},
+				"ArnLike":      map[string]any{"aws:SourceArn": b.domainArn()},
+			},
 		})},
 	})
 
@@ -86,19 +92,24 @@ type searchRole struct {
 	role   awsiam.IRole
 }
 
-// searchAccessPolicy lets the given roles reach the products index, each
-// with its own statement holding its level's verbs (SearchGrants) and no
-// other. It is set on the domain resource itself: CDK's accessPolicies prop
-// would deploy a custom resource (a Lambda function) to write it.
-func (b *builder) searchAccessPolicy(roles []searchRole) {
-	// Built from the domain's name: the domain's own Arn attribute here
-	// would make the domain depend on itself.
-	domain := *b.s.Stack.FormatArn(&awscdk.ArnComponents{
+// domainArn is the search domain's ARN, built from its name: the domain's
+// own Arn attribute would make the domain (and the log policy it waits
+// for) depend on itself.
+func (b *builder) domainArn() *string {
+	return b.s.Stack.FormatArn(&awscdk.ArnComponents{
 		Service:      jsii.String("es"),
 		Resource:     jsii.String("domain"),
 		ResourceName: jsii.String(b.cfg.Name),
 		ArnFormat:    awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	})
+}
+
+// searchAccessPolicy lets the given roles reach the products index, each
+// with its own statement holding its level's verbs (SearchGrants) and no
+// other. It is set on the domain resource itself: CDK's accessPolicies prop
+// would deploy a custom resource (a Lambda function) to write it.
+func (b *builder) searchAccessPolicy(roles []searchRole) {
+	domain := *b.domainArn()
 	var statements []any
 	for _, r := range roles {
 		for _, g := range SearchGrants(r.access) {
