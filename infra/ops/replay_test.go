@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -222,6 +223,24 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 	}
 	if marked := len(d.objects(failures.ReplayedPrefix)); marked != 2 {
 		t.Errorf("objects marked by the interrupted replay: got %d, want 2", marked)
+	}
+
+	// A replay whose calls the Lambda API refuses (here the first): the
+	// function never saw the records, so nothing is marked and no remainder
+	// written, and the run stops with the call's error (exit 2), not as
+	// failing records (exit 1).
+	_, err = replay.Run(ctx, replay.Config{Store: d.s3, Bucket: d.sys.FailureBucket, Target: tg, Concurrency: 2, Coalesce: 1,
+		Invoker: invokerFunc(func(ctx context.Context, fn string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+			return events.DynamoDBEventResponse{}, fmt.Errorf("invoke %s: %w: TooManyRequestsException: Rate exceeded", fn, replay.ErrCall)
+		})})
+	if !errors.Is(err, replay.ErrCall) || errors.Is(err, target.ErrIncomplete) {
+		t.Errorf("replay refused by the Lambda API: got %v, want an ErrCall that is not ErrIncomplete", err)
+	}
+	if marked := len(d.objects(failures.ReplayedPrefix)); marked != 2 {
+		t.Errorf("objects marked after the refused replay: got %d, want the 2 of before", marked)
+	}
+	if now := len(d.objects(failures.Prefix)); now != objects {
+		t.Errorf("failure objects after the refused replay: got %d, want %d (no remainder)", now, objects)
 	}
 
 	code, out := d.replay()

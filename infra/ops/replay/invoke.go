@@ -28,7 +28,7 @@ type Handlers map[string]Handler
 func (h Handlers) Invoke(ctx context.Context, function string, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
 	handler, ok := h[function]
 	if !ok {
-		return resp, fmt.Errorf("no function %q", function)
+		return resp, fmt.Errorf("no function %q: %w", function, ErrCall)
 	}
 	var id [16]byte
 	rand.Read(id[:])
@@ -65,17 +65,17 @@ func (l *Lambda) Invoke(ctx context.Context, function string, ev events.DynamoDB
 	var resp events.DynamoDBEventResponse
 	name := l.Names[function]
 	if name == "" {
-		return resp, fmt.Errorf("no deployed name for function %q", function)
+		return resp, fmt.Errorf("no deployed name for function %q: %w", function, ErrCall)
 	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
-		return resp, fmt.Errorf("encode event for %s: %w", name, err)
+		return resp, fmt.Errorf("encode event for %s: %w: %w", name, ErrCall, err)
 	}
 	// The live alias, as the mappings call it: during or after a release
 	// that rolled back, $LATEST holds the code the alias moved away from.
 	out, err := l.Client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(name), Qualifier: aws.String(LiveAlias), Payload: payload})
 	if err != nil {
-		return resp, fmt.Errorf("invoke %s: %w", name, err)
+		return resp, fmt.Errorf("invoke %s: %w: %w", name, ErrCall, err)
 	}
 	if out.FunctionError != nil {
 		return resp, fmt.Errorf("invoke %s: %s: %s", name, aws.ToString(out.FunctionError), out.Payload)

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +33,14 @@ import (
 type Invoker interface {
 	Invoke(ctx context.Context, function string, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
 }
+
+// ErrCall marks an Invoker's error that is not the function's: the call
+// could not be made (the Lambda API refused it, the function or its alias
+// is missing, its throttling outlasted the SDK's retries). The function
+// never saw the records, so they are not failing records: the replay stops
+// (exit 2) and marks nothing more, and a later run replays the objects
+// left, which the functions apply once however often they see a record.
+var ErrCall = errors.New("the function could not be called")
 
 // Store is the failure bucket (*s3.Client is one).
 type Store interface {
@@ -187,7 +196,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}()
 	}
 	for _, u := range r.units(todo) {
-		if ctx.Err() != nil {
+		mu.Lock()
+		stop := aborted != nil
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
 			break
 		}
 		next <- u
@@ -368,11 +380,13 @@ func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
 	var d driven
 	var batch []events.DynamoDBEventRecord
 	size := 0
+	var callErr error
 	drive := func() {
-		if len(batch) == 0 {
+		if len(batch) == 0 || callErr != nil {
 			return
 		}
 		got := r.drive(ctx, m, batch)
+		callErr = got.callErr
 		d.invocations += got.invocations
 		if len(got.failed) > 0 {
 			d.functionError, d.reason = got.functionError, got.reason
@@ -392,6 +406,9 @@ func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
 	drive()
 	if ctx.Err() != nil {
 		return outs, ctx.Err()
+	}
+	if callErr != nil {
+		return outs, callErr
 	}
 	for _, l := range objs {
 		od := driven{invocations: d.invocations, functionError: d.functionError, reason: d.reason}
@@ -505,6 +522,8 @@ func (r *run) remainder(o failures.Object, d driven) failures.Object {
 
 // driven is how a batch fared.
 type driven struct {
+	// callErr is an ErrCall: the batch's replay stopped there.
+	callErr       error
 	failed        []events.DynamoDBEventRecord
 	invocations   int
 	functionError *string
@@ -537,6 +556,10 @@ func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoD
 		d.invocations++
 		first := -1
 		var named map[string]bool
+		if errors.Is(err, ErrCall) {
+			d.callErr = err
+			return d
+		}
 		if err != nil {
 			first = 0
 			d.functionError, d.reason = aws.String("Unhandled"), err.Error()
