@@ -27,9 +27,9 @@ import (
 )
 
 // ReplayHorizon is how long a failed batch stays replayable: the failure
-// bucket's lifecycle expires objects after it, and the counters keep their
-// dedupe markers ReplayHorizon + 25 h (docs/counters.md), so a replay within
-// the horizon never counts a record twice.
+// bucket's lifecycle expires objects after it, replayed or not. (The
+// counters' dedupe markers are kept for the life of their facts, so a replay
+// never counts a record twice, whatever its age: docs/counters.md.)
 const ReplayHorizon = 14 * 24 * time.Hour
 
 // Prefix starts every key Lambda writes to an S3 on-failure destination.

@@ -171,3 +171,27 @@ func (s *synthesized) mappingID(t *testing.T, m wiring.Mapping) string {
 	t.Fatalf("no event-source mapping %s", m.Name)
 	return ""
 }
+
+// TestDiscardAlarmsSayWhatIsAtStake: the discard alarm names the 14 days a
+// replay has, and an archiver mapping's drop alarm says the archive lost
+// its records for good, where the others' name the repairs.
+func TestDiscardAlarmsSayWhatIsAtStake(t *testing.T) {
+	s := stages[stack.Dev]
+	for _, m := range wiring.Mappings() {
+		desc := map[string]string{}
+		for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+			p := props(a)
+			name, _ := p["AlarmDescription"].(string)
+			if strings.HasPrefix(name, "records of "+m.Name+" ") {
+				desc[p["MetricName"].(string)] = name
+			}
+		}
+		if d := desc["OnFailureDestinationDeliveredEventCount"]; !strings.Contains(d, "14 days") || !strings.Contains(d, "make replay MAPPING="+m.Name) {
+			t.Errorf("%s: discard alarm %q: want the 14 days and the replay command", m.Name, d)
+		}
+		archived := strings.Contains(desc["DroppedEventCount"], "missing from the archive for good")
+		if archived != (m.Function == wiring.Archiver) {
+			t.Errorf("%s: drop alarm %q: says the archive lost them: %v, want %v", m.Name, desc["DroppedEventCount"], archived, m.Function == wiring.Archiver)
+		}
+	}
+}

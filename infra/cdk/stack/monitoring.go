@@ -111,9 +111,13 @@ func (b *builder) monitoring(email string) {
 			})
 		}
 		kept := esm("OnFailureDestinationDeliveredEventCount")
-		alarm(constructID(m.Name)+"Discarded", kept, 1, 1, "records of "+m.Name+" were discarded after their retries and kept in the failure bucket: fix the cause, then make replay MAPPING="+m.Name)
+		alarm(constructID(m.Name)+"Discarded", kept, 1, 1, "records of "+m.Name+" were discarded after their retries and kept in the failure bucket for 14 days: fix the cause, then make replay MAPPING="+m.Name+" within them")
+		gone := "make audit and make reindex repair what they touched"
+		if m.Function == wiring.Archiver {
+			gone = "what TTL removed in them is missing from the archive for good"
+		}
 		dropped := esm("DroppedEventCount")
-		alarm(constructID(m.Name)+"Dropped", dropped, 1, 1, "records of "+m.Name+" were discarded and did not reach the failure bucket (see DestinationDeliveryFailures): they are lost from the stream; make audit and make reindex repair what they touched")
+		alarm(constructID(m.Name)+"Dropped", dropped, 1, 1, "records of "+m.Name+" were discarded and did not reach the failure bucket (see DestinationDeliveryFailures): they are lost from the stream; "+gone)
 		// Labelled on the dashboard only: a labelled metric makes the alarm
 		// a metric-math alarm.
 		label := &awscloudwatch.MetricOptions{Label: jsii.String(m.Name)}
