@@ -167,6 +167,8 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if s.search, err = search.New(sub(cfg.DataDir, "search"), cfg.Logger.With("service", "search")); err != nil {
 		return nil, err
 	}
+	// As the deployed domain (rest.action.multi.allow_explicit_index false).
+	s.search.RefuseExplicitIndex = true
 	if s.SearchURL, err = s.serve(cfg.SearchAddr, s.search); err != nil {
 		return nil, fmt.Errorf("start search endpoint: %w", err)
 	}

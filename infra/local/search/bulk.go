@@ -73,7 +73,7 @@ func bulkMetaKeys(key string) bool {
 }
 
 // parseBulk reads the NDJSON body of a bulk request.
-func parseBulk(body []byte, pathIndex string) ([]bulkItem, *apiError) {
+func parseBulk(body []byte, pathIndex string, refuseExplicitIndex bool) ([]bulkItem, *apiError) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, validationError("no requests added")
 	}
@@ -125,6 +125,9 @@ func parseBulk(body []byte, pathIndex string) ([]bulkItem, *apiError) {
 			return nil, illegalArgument("Malformed action/metadata line [%d]: %v", lineNo, err)
 		}
 		item := bulkItem{index: pathIndex, op: writeOp{action: name}}
+		if meta.Index != nil && refuseExplicitIndex {
+			return nil, illegalArgument("explicit index in bulk is not allowed")
+		}
 		if meta.Index != nil {
 			item.index = *meta.Index
 		}
@@ -211,7 +214,7 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 	if e != nil {
 		return 0, e
 	}
-	items, e := parseBulk(raw, pathIndex)
+	items, e := parseBulk(raw, pathIndex, s.RefuseExplicitIndex)
 	if e != nil {
 		return 0, e
 	}

@@ -52,6 +52,12 @@ type Server struct {
 	// (index.gc_deletes) for indexes that do not set it; zero means
 	// OpenSearch's default of 60 s. Set it before serving requests.
 	GCDeletes time.Duration
+	// RefuseExplicitIndex answers as a domain with
+	// rest.action.multi.allow_explicit_index false, the deployed one
+	// (infra/cdk): a bulk request whose action lines name an _index is
+	// refused whole, 400 illegal_argument_exception. OpenSearch's default,
+	// false here, accepts them. Set it before serving requests.
+	RefuseExplicitIndex bool
 
 	dir         string
 	logger      *slog.Logger

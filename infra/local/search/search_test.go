@@ -984,3 +984,32 @@ func TestUnservedFeaturesRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestExplicitIndexRefusedAsTheDeployedDomain: with RefuseExplicitIndex (the
+// stack's setting, as the domain's rest.action.multi.allow_explicit_index
+// false) a bulk request naming an _index in an action line is refused whole
+// and writes nothing; the index named in the path is what such a domain
+// takes. OpenSearch's default accepts both.
+func TestExplicitIndexRefusedAsTheDeployedDomain(t *testing.T) {
+	h := start(t, "", func(s *Server) { s.RefuseExplicitIndex = true })
+	h.seed(t)
+	for _, path := range []string{"/_bulk", "/products/_bulk"} {
+		code, body := h.raw(t, "POST", path, `{"index":{"_id":"p1"}}
+{"name":"fine"}
+{"index":{"_index":"products","_id":"p9"}}
+{"name":"named its index"}
+`)
+		if b := fmt.Sprint(body); code != 400 || !strings.Contains(b, "illegal_argument_exception") || !strings.Contains(b, "explicit index in bulk is not allowed") {
+			t.Errorf("POST %s with an _index: got %d %s, want 400 explicit index in bulk is not allowed", path, code, body)
+		}
+	}
+	if code, _ := h.raw(t, "GET", "/products/_doc/p9", ""); code != 404 {
+		t.Errorf("refused bulk wrote p9: GET got %d, want 404", code)
+	}
+	code, body := h.raw(t, "POST", "/products/_bulk", `{"index":{"_id":"p9"}}
+{"name":"in the path's index"}
+`)
+	if code != 200 || body["errors"] != false {
+		t.Errorf("POST /products/_bulk without _index: got %d %s, want 200 without errors", code, body)
+	}
+}
