@@ -16,13 +16,17 @@ import (
 	"github.com/shopstream/shopstream/shared/productsearch"
 )
 
-// searchService starts a search service of the test's own behind httptest.
+// searchService starts a search service of the test's own behind httptest,
+// answering bulk requests as the deployed domain does: one that names an
+// _index in its body is refused (rest.action.multi.allow_explicit_index
+// false), so every test here checks that the indexer names it in the path.
 func searchService(t *testing.T) *opensearchapi.Client {
 	t.Helper()
 	srv, err := search.New("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.RefuseExplicitIndex = true
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	c, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{hs.URL}}})
