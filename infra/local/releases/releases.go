@@ -38,6 +38,7 @@ func Supported() []Release {
 		{Version: "0.3.0", Commit: "13ca2635a2b5565ec60d12f949a1dcf64da22812", Date: "2026-11-25"},
 		{Version: "0.4.0", Commit: "d0cf6970e0081bb8631c75c00c23e8a77d27f87f", Date: "2026-11-25"},
 		{Version: "0.5.0", Commit: "736bc186c15da476b4733bb03732455e54e3400c", Date: "2026-11-25"},
+		{Version: "0.6.0", Commit: "4c44a8a481bd28d150f8a36b1b39645ad31eb097", Date: "2026-11-25"},
 	}
 }
 
