@@ -91,10 +91,12 @@ type settings struct {
 	DynamoDBPort, S3Port, SearchPort, APIPort, OTLPPort int
 	DataDir                                             string
 	SweepInterval                                       time.Duration
-	ArchiveBucket                                       string
-	FailureBucket                                       string
-	TablePrefix                                         string
-	JWTSecret                                           string
+	// DuplicateEvery is system.Config.DuplicateEvery (DUPLICATE_BATCH_EVERY).
+	DuplicateEvery int
+	ArchiveBucket  string
+	FailureBucket  string
+	TablePrefix    string
+	JWTSecret      string
 	// Limits are AWS's transaction conflicts and partition throughput.
 	Limits ddbfront.Limits
 	// FunctionEnv holds the functions' own settings passed through.
@@ -166,6 +168,17 @@ func load(getenv func(string) string) (settings, error) {
 			return s, fmt.Errorf("TTL_SWEEP_INTERVAL=%q: want a positive Go duration such as 5s", v)
 		}
 		s.SweepInterval = d
+	}
+	switch v := getenv("DUPLICATE_BATCH_EVERY"); v {
+	case "":
+	case "off":
+		s.DuplicateEvery = -1
+	default:
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			return s, fmt.Errorf("DUPLICATE_BATCH_EVERY=%q: want off or a whole number from 2 up", v)
+		}
+		s.DuplicateEvery = n
 	}
 	return s, loadLimits(getenv, &s.Limits)
 }
@@ -250,13 +263,14 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 				return nil
 			},
 		},
-		APIAddr:       addr(cfg.APIPort),
-		FailureBucket: cfg.FailureBucket,
-		TablePrefix:   cfg.TablePrefix,
-		JWTSecret:     []byte(cfg.JWTSecret),
-		Env:           cfg.FunctionEnv,
-		Logger:        logger,
-		Metrics:       io.Discard,
+		APIAddr:        addr(cfg.APIPort),
+		DuplicateEvery: cfg.DuplicateEvery,
+		FailureBucket:  cfg.FailureBucket,
+		TablePrefix:    cfg.TablePrefix,
+		JWTSecret:      []byte(cfg.JWTSecret),
+		Env:            cfg.FunctionEnv,
+		Logger:         logger,
+		Metrics:        io.Discard,
 	})
 	if err != nil {
 		return err

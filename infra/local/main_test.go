@@ -39,11 +39,18 @@ func TestLoadSettings(t *testing.T) {
 		got.FailureBucket != "shopstream-failures" {
 		t.Errorf("defaults: got %+v", got)
 	}
-	got, err = load(env(map[string]string{"DYNAMODB_PORT": "8100", "TTL_SWEEP_INTERVAL": "2s", "FAILURE_BUCKET": "drill-failures"}))
-	if err != nil || got.DynamoDBPort != 8100 || got.SweepInterval != 2*time.Second || got.FailureBucket != "drill-failures" {
+	if got.DuplicateEvery != 0 {
+		t.Errorf("DuplicateEvery: got %d, want 0 (system.DefaultDuplicateEvery)", got.DuplicateEvery)
+	}
+	got, err = load(env(map[string]string{"DYNAMODB_PORT": "8100", "TTL_SWEEP_INTERVAL": "2s", "FAILURE_BUCKET": "drill-failures", "DUPLICATE_BATCH_EVERY": "3"}))
+	if err != nil || got.DynamoDBPort != 8100 || got.SweepInterval != 2*time.Second || got.FailureBucket != "drill-failures" || got.DuplicateEvery != 3 {
 		t.Errorf("overrides: got %+v, %v", got, err)
 	}
-	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"}} {
+	if got, err = load(env(map[string]string{"DUPLICATE_BATCH_EVERY": "off"})); err != nil || got.DuplicateEvery >= 0 {
+		t.Errorf("DUPLICATE_BATCH_EVERY=off: got %d, %v; want a negative number", got.DuplicateEvery, err)
+	}
+	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"},
+		{"DUPLICATE_BATCH_EVERY": "1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"}} {
 		if _, err := load(env(bad)); err == nil {
 			t.Errorf("%v: got nil error, want one", bad)
 		}

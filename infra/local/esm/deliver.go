@@ -22,6 +22,9 @@ type attempt struct {
 	recs        []pending
 	invocations int
 	retries     int
+	// duplicate marks a second delivery of records the function has
+	// already completed; it is never duplicated again.
+	duplicate bool
 }
 
 // deliver hands a batch to the function until every record has succeeded or
@@ -40,6 +43,14 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) bool {
 		a.invocations++
 		if failedAt < 0 {
 			queue = queue[1:]
+			if !a.duplicate && r.duplicateDue() {
+				// At-least-once delivery: the same records again, as a
+				// poller that resumes from an older checkpoint sends them,
+				// before anything after them on the shard.
+				r.log.Info("batch delivered again", "shardId", s.id, "count", len(a.recs),
+					"start", a.recs[0].seq, "end", a.recs[len(a.recs)-1].seq)
+				queue = append([]attempt{{recs: a.recs, duplicate: true}}, queue...)
+			}
 			continue
 		}
 		rest := a.recs[failedAt:]
@@ -70,6 +81,16 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) bool {
 		}
 	}
 	return ctx.Err() == nil
+}
+
+// duplicateDue counts a batch the function completed and reports whether
+// this one is to be delivered again (every Config.DuplicateEvery-th).
+func (r *runner) duplicateDue() bool {
+	n := r.p.cfg.DuplicateEvery
+	if n <= 0 {
+		return false
+	}
+	return r.completed.Add(1)%int64(n) == 0
 }
 
 // outcome is how an invocation ended, for the on-failure record.

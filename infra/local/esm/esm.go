@@ -75,8 +75,14 @@ type Config struct {
 	// invocation still running at it fails as Lambda's "Task timed out" does,
 	// and the batch is retried like any failure.
 	FunctionTimeout time.Duration
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// DuplicateEvery delivers every n-th batch a mapping's function
+	// completes a second time, right after the first, as Lambda may: "Lambda
+	// event source mappings process each event at least once, and duplicate
+	// processing of records can occur" (invocation-eventsourcemapping). 0
+	// never does.
+	DuplicateEvery int
+	Logger         *slog.Logger
+	Now            func() time.Time
 }
 
 // Failure is what a mapping gave up on: the object Lambda writes to an S3

@@ -654,3 +654,54 @@ func TestTimedOutInvocationIsRetried(t *testing.T) {
 		t.Errorf("failure destination: got %+v, want nothing (the retry succeeded)", f)
 	}
 }
+
+func TestEveryNthCompletedBatchIsDeliveredAgain(t *testing.T) {
+	prefix := stacktest.Tables(t)
+	putReviews(t, prefix, users(9)...)
+	m := mapping("twice")
+	f := &fn{}
+	st := stacktest.Stack(t)
+	p, err := Start(context.Background(), Config{DynamoDB: st.DynamoDB(), Streams: st.Streams(), TablePrefix: prefix,
+		Mappings: []wiring.Mapping{m}, Functions: map[string]Invoker{"f": f}, PollInterval: 50 * time.Millisecond, DuplicateEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	idle(t, p)
+	f.mu.Lock()
+	batches := slices.Clone(f.batches)
+	f.mu.Unlock()
+	// Nine records in batches of at most 3: each second batch completed is
+	// delivered again right after itself, and a second delivery is not
+	// counted toward the next one.
+	var firsts, seconds int
+	for i := 0; i < len(batches); i++ {
+		firsts++
+		if firsts%2 == 0 {
+			if i+1 >= len(batches) || fmt.Sprint(batches[i+1]) != fmt.Sprint(batches[i]) {
+				t.Fatalf("batch %d %v not delivered again right after itself: %v", i, batches[i], batches)
+			}
+			i++
+			seconds++
+		}
+	}
+	if seconds == 0 {
+		t.Fatalf("no batch delivered twice: %v", batches)
+	}
+	got := f.delivered()
+	for _, u := range users(9) {
+		if got[u] < 1 || got[u] > 2 {
+			t.Errorf("%s delivered %d times, want 1 or 2", u, got[u])
+		}
+	}
+	var all []string
+	for i, b := range batches {
+		if i > 0 && fmt.Sprint(b) == fmt.Sprint(batches[i-1]) {
+			continue
+		}
+		all = append(all, b...)
+	}
+	if fmt.Sprint(all) != fmt.Sprint(users(9)) {
+		t.Errorf("first deliveries out of order: %v", all)
+	}
+}

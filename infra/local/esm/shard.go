@@ -48,6 +48,9 @@ type runner struct {
 	// relist asks for a listing before the next one is due: a shard was
 	// read to its end (its children are to be found), or Idle waits for one.
 	relist chan struct{}
+	// completed counts the batches the function completed, for
+	// Config.DuplicateEvery.
+	completed atomic.Int64
 }
 
 // listEvery is how many poll intervals pass between two listings of a

@@ -52,6 +52,10 @@ type Config struct {
 	// Mappings replaces shared/wiring's mappings (drills with short retry
 	// settings); nil runs wiring.Mappings().
 	Mappings []wiring.Mapping
+	// DuplicateEvery delivers every n-th batch a mapping's function completes
+	// a second time (esm.Config.DuplicateEvery): 0 means
+	// DefaultDuplicateEvery, a negative number never.
+	DuplicateEvery int
 	// NoMappings builds the stream functions but starts no event-source
 	// mapping: the caller feeds the functions itself.
 	NoMappings bool
@@ -66,6 +70,12 @@ type Config struct {
 
 // DefaultJWTSecret is LOCAL_JWT_SECRET's default.
 const DefaultJWTSecret = "shopstream-local-secret"
+
+// DefaultDuplicateEvery is how often the local event-source mappings deliver
+// a completed batch again unless told otherwise (DUPLICATE_BATCH_EVERY): AWS
+// promises at least once, so every stream function meets duplicates locally
+// too, in every test and in make run.
+const DefaultDuplicateEvery = 10
 
 // DefaultFailureBucket is FAILURE_BUCKET's local default.
 const DefaultFailureBucket = "shopstream-failures"

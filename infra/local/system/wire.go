@@ -55,10 +55,17 @@ func (s *System) processors(ctx context.Context, getenv func(string) string, cfg
 	if mappings == nil {
 		mappings = wiring.Mappings()
 	}
+	dup := cfg.DuplicateEvery
+	switch {
+	case dup == 0:
+		dup = DefaultDuplicateEvery
+	case dup < 0:
+		dup = 0
+	}
 	poller, err := esm.Start(ctx, esm.Config{
 		DynamoDB: s.DynamoDB(), Streams: s.Streams(), TablePrefix: cfg.TablePrefix,
 		Mappings: mappings, Functions: functions, PollInterval: cfg.PollInterval,
-		DataDir: dataDir, Logger: cfg.Logger.With("service", "event-source-mapping"),
+		DataDir: dataDir, DuplicateEvery: dup, Logger: cfg.Logger.With("service", "event-source-mapping"),
 		Destination: &esm.S3Destination{S3: s.S3(), Bucket: s.FailureBucket},
 	})
 	if err != nil {
