@@ -166,21 +166,86 @@ func binding(pattern, path string, q url.Values) string {
 	return pattern + "\n" + path + "\n" + filters.Encode()
 }
 
-// writePage answers a page of items with the cursor of the next page.
+// writePage answers a page of items with the cursor of the next page. A
+// page whose body, as Lambda carries it, would exceed the page budget is
+// cut after the items that fit (at least one), its cursor continuing there.
 func writePage[T any](h *Handler, w http.ResponseWriter, p paging, page store.Page[T]) error {
-	out := list[T]{Items: page.Items}
-	if out.Items == nil {
-		out.Items = []T{}
+	if page.Items == nil {
+		page.Items = []T{}
 	}
+	body, err := pageBody(h, p, page)
+	if err != nil {
+		return err
+	}
+	budget := h.deps.PageBudget
+	// Escaping makes at most 6 bytes of one: a smaller body always fits.
+	if len(body)*6 > budget && len(page.Items) > 1 && page.Cut != nil && escapedLen(body) > budget {
+		// The items that fit with room for the list's own JSON and its
+		// cursor; one fewer while the whole still does not.
+		full, cut := page.Items, page
+		for n := min(fitting(full, budget-pageOverhead), len(full)-1); n >= 1; n-- {
+			cut.Items, cut.Next = full[:n], page.Cut(n)
+			if body, err = pageBody(h, p, cut); err != nil {
+				return err
+			}
+			if escapedLen(body) <= budget || n == 1 {
+				break
+			}
+		}
+		h.deps.Logger.Info("page cut to fit Lambda's response", "items", len(cut.Items), "of", len(full), "bytes", escapedLen(body), "budget", budget)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return nil
+}
+
+// pageBody is a page's JSON with the cursor of the next page.
+func pageBody[T any](h *Handler, p paging, page store.Page[T]) ([]byte, error) {
+	out := list[T]{Items: page.Items}
 	if page.Next != nil {
 		c, err := h.deps.Cursors.Encode(p.binding, page.Next)
 		if err != nil {
-			return fmt.Errorf("encode cursor: %w", err)
+			return nil, fmt.Errorf("encode cursor: %w", err)
 		}
 		out.NextCursor = c
 	}
-	write(w, http.StatusOK, out)
-	return nil
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode page: %w", err)
+	}
+	return body, nil
+}
+
+// pageOverhead is room for a list's JSON around its items, the cursor
+// included, escaped.
+const pageOverhead = 4096
+
+// fitting returns how many of items, from the first, fit in budget bytes
+// once escaped (at least one).
+func fitting[T any](items []T, budget int) int {
+	total := 0
+	for i, it := range items {
+		b, err := json.Marshal(it)
+		if err != nil {
+			return max(i, 1)
+		}
+		total += escapedLen(b) + 1 // and its comma
+		if total > budget {
+			return max(i, 1)
+		}
+	}
+	return len(items)
+}
+
+// escapedLen is b's length as a JSON string's content, escaped as the
+// Lambda runtime escapes the response body (encoding/json, HTML-safe).
+func escapedLen(b []byte) int {
+	e, err := json.Marshal(string(b))
+	if err != nil {
+		return len(b) * 6
+	}
+	return len(e) - 2
 }
 
 // ifMatch reads If-Match: a version number, bare or as an ETag ("3", W/"3").

@@ -50,7 +50,22 @@ type Deps struct {
 	Now func() time.Time
 	// Tracing gives each request a server span (nil: none).
 	Tracing *tracing.Tracing
+	// PageBudget bounds a list's body as Lambda carries it, JSON-escaped
+	// inside its response (default DefaultPageBudget): a page that would
+	// exceed it is cut short and its cursor continues after the last item
+	// kept.
+	PageBudget int
 }
+
+// LambdaPayloadLimit is the most a synchronous Lambda response may hold,
+// as JSON: a larger one fails with Function.ResponseSizeTooLarge ("Invocation
+// payload (request and response): 6 MB each", Lambda quotas), and API
+// Gateway answers 500.
+const LambdaPayloadLimit = 6291556
+
+// DefaultPageBudget leaves 64 KiB of LambdaPayloadLimit to the response's
+// headers and the rest of its JSON.
+const DefaultPageBudget = LambdaPayloadLimit - 64<<10
 
 // Handler serves the API.
 type Handler struct {
@@ -70,6 +85,9 @@ func New(deps Deps) *Handler {
 	}
 	if deps.Timeout <= 0 {
 		deps.Timeout = 10 * time.Second
+	}
+	if deps.PageBudget <= 0 {
+		deps.PageBudget = DefaultPageBudget
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now

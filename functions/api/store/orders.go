@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -785,6 +786,11 @@ func (s *Store) ListOpenOrders(ctx context.Context, status orders.Status, limit 
 	// k-way merge: take the smallest head until the page is full.
 	heads := make([]int, n)
 	page := Page[orders.Order]{Items: []orders.Order{}}
+	// taken[k] is every shard's position once the first k+1 items are
+	// taken: a page cut after them continues there (a shard found done
+	// only later is read once more, and answers nothing).
+	var taken [][]ShardPosition
+	page.Cut = func(k int) *Position { return &Position{Shards: taken[k-1]} }
 	for len(page.Items) < want {
 		best := -1
 		for i := range n {
@@ -802,6 +808,7 @@ func (s *Store) ListOpenOrders(ctx context.Context, status orders.Status, limit 
 		heads[best]++
 		page.Items = append(page.Items, o)
 		pos[best].After = map[string]string{"openShard": o.OpenShard, "orderId": o.OrderID, "userId": o.UserID}
+		taken = append(taken, slices.Clone(pos))
 	}
 	more := false
 	for i := range n {

@@ -35,6 +35,10 @@ type ShardPosition struct {
 type Page[T any] struct {
 	Items []T
 	Next  *Position
+	// Cut, for 0 < n < len(Items), is where a page of the first n items
+	// stops: an answer that would not fit the response is cut short and
+	// continues from there (short pages are part of the contract).
+	Cut func(n int) *Position
 }
 
 func keyToAV(k map[string]string) map[string]types.AttributeValue {
@@ -101,10 +105,11 @@ func badCursor() error {
 // page. A read that stopped short of n+1 with a LastEvaluatedKey (DynamoDB's
 // 1 MB page, or a filtered read that ran out of reads) continues from it.
 func pageOf[T any](items []T, n int, lek map[string]types.AttributeValue, keyOf func(T) map[string]string) (Page[T], error) {
+	cut := func(i int) *Position { return &Position{Key: keyOf(items[i-1])} }
 	if len(items) > n {
-		return Page[T]{Items: items[:n], Next: &Position{Key: keyOf(items[n-1])}}, nil
+		return Page[T]{Items: items[:n], Next: cut(n), Cut: cut}, nil
 	}
-	page := Page[T]{Items: items}
+	page := Page[T]{Items: items, Cut: cut}
 	k, err := lekToKey(lek)
 	if err != nil {
 		return Page[T]{}, err

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -42,6 +43,27 @@ type Config struct {
 
 // maxBody is API Gateway's payload limit.
 const maxBody = 10 << 20
+
+// maxPayload is Lambda's limit on a synchronous invocation's request and
+// response, as its error names it: "Response payload size exceeded maximum
+// allowed payload size (6291556 bytes)" ("Invocation payload (request and
+// response): 6 MB each", Lambda quotas,
+// https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+const maxPayload = 6291556
+
+// measureFrom is the body size from which a payload is measured as JSON: a
+// smaller body with its headers cannot reach maxPayload however its
+// characters are escaped (at most six bytes each).
+const measureFrom = maxPayload / 8
+
+// payloadSize is v's size as Lambda receives it, JSON.
+func payloadSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
 
 type gateway struct {
 	cfg    Config
@@ -178,11 +200,29 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route,
 		return
 	}
 	ev := g.event(r, rt, params, body, claims)
+	if len(ev.Body) >= measureFrom {
+		if n := payloadSize(ev); n > maxPayload {
+			// Lambda refuses the invocation; the function never runs.
+			g.cfg.Logger.WarnContext(r.Context(), "request payload too large for Lambda", "requestId", ev.RequestContext.RequestID, "bytes", n, "limit", maxPayload)
+			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+			return
+		}
+	}
 	resp, err := g.cfg.Handler.Handle(r.Context(), ev)
 	if err != nil {
 		g.cfg.Logger.ErrorContext(r.Context(), "handler failed", "requestId", ev.RequestContext.RequestID, "err", err.Error())
 		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 		return
+	}
+	if len(resp.Body) >= measureFrom {
+		if n := payloadSize(resp); n > maxPayload {
+			// The function ran (its writes stay), but Lambda refuses to
+			// return its answer: the client gets the integration's error.
+			g.cfg.Logger.ErrorContext(r.Context(), "handler failed", "requestId", ev.RequestContext.RequestID,
+				"err", "Function.ResponseSizeTooLarge: response payload size exceeded maximum allowed payload size", "bytes", n, "limit", maxPayload)
+			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+			return
+		}
 	}
 	w.Header().Set("Apigw-Requestid", ev.RequestContext.RequestID)
 	writeResponse(w, resp)

@@ -354,3 +354,53 @@ func TestPathsAsSent(t *testing.T) {
 		})
 	}
 }
+
+// TestLambdasPayloadLimit: an answer or a request larger than Lambda's
+// synchronous payload limit (6,291,556 bytes as JSON) never reaches the
+// client or the function; a payload at the limit passes.
+func TestLambdasPayloadLimit(t *testing.T) {
+	// The response's JSON around a body of n bytes: {"statusCode":200,"headers":null,...}.
+	overhead := payloadSize(events.APIGatewayV2HTTPResponse{StatusCode: 200})
+	for _, tt := range []struct {
+		name string
+		body int
+		want int
+	}{
+		{"at the limit", maxPayload - overhead, 200},
+		{"one byte over", maxPayload - overhead + 1, 500},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: strings.Repeat("a", tt.body)}}
+			if n := payloadSize(rec.resp); (n > maxPayload) != (tt.want == 500) {
+				t.Fatalf("payload of %d bytes: the case does not test the limit", n)
+			}
+			srv := serve(t, rec)
+			req, _ := http.NewRequest("GET", srv.URL+"/healthz", nil)
+			code, body := do(t, req)
+			if code != tt.want {
+				t.Fatalf("got %d, want %d", code, tt.want)
+			}
+			if tt.want == 500 && body != `{"message":"Internal Server Error"}` {
+				t.Errorf("body: got %.80s, want API Gateway's own", body)
+			}
+			if tt.want == 200 && len(body) != tt.body {
+				t.Errorf("body: got %d bytes, want %d", len(body), tt.body)
+			}
+		})
+	}
+	t.Run("request over the limit", func(t *testing.T) {
+		rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{}`}}
+		srv := serve(t, rec)
+		// 7 MB: under API Gateway's 10 MB, over Lambda's 6 MB.
+		req, _ := http.NewRequest("POST", srv.URL+"/products", strings.NewReader(`{"name":"`+strings.Repeat("a", 7<<20)+`"}`))
+		valid, _ := Token(secret, "admin", true, time.Hour)
+		req.Header.Set("Authorization", "Bearer "+valid)
+		req.Header.Set("Content-Type", "application/json")
+		if code, body := do(t, req); code != 413 || body != `{"message":"Request Entity Too Large"}` {
+			t.Errorf("got %d %.80s, want 413 from the gateway", code, body)
+		}
+		if rec.got.RequestContext.RequestID != "" {
+			t.Errorf("the function was invoked with a payload Lambda refuses")
+		}
+	})
+}

@@ -49,6 +49,7 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) bool {
 				// before anything after them on the shard.
 				r.log.Info("batch delivered again", "shardId", s.id, "count", len(a.recs),
 					"start", a.recs[0].seq, "end", a.recs[len(a.recs)-1].seq)
+				r.duplicated.Add(1)
 				queue = append([]attempt{{recs: a.recs, duplicate: true}}, queue...)
 			}
 			continue

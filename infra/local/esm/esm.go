@@ -178,6 +178,18 @@ func (p *Poller) Failures(mapping string) []Failure {
 	return append([]Failure(nil), p.failures[mapping]...)
 }
 
+// Duplicated returns how many batches the mapping delivered a second time
+// (Config.DuplicateEvery).
+func (p *Poller) Duplicated(mapping string) int64 {
+	var n int64
+	for _, r := range p.runners {
+		if r.m.Name == mapping {
+			n += r.duplicated.Load()
+		}
+	}
+	return n
+}
+
 // Idle returns once, for every mapping, a listing of the stream and a poll of
 // each of its shards that began after a moment found every shard read to the
 // end with nothing buffered or in flight, and no invocation returned in

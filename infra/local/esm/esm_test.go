@@ -688,6 +688,9 @@ func TestEveryNthCompletedBatchIsDeliveredAgain(t *testing.T) {
 	if seconds == 0 {
 		t.Fatalf("no batch delivered twice: %v", batches)
 	}
+	if got := p.Duplicated(m.Name); got != int64(seconds) {
+		t.Errorf("Duplicated: got %d, want %d", got, seconds)
+	}
 	got := f.delivered()
 	for _, u := range users(9) {
 		if got[u] < 1 || got[u] > 2 {

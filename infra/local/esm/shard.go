@@ -51,6 +51,8 @@ type runner struct {
 	// completed counts the batches the function completed, for
 	// Config.DuplicateEvery.
 	completed atomic.Int64
+	// duplicated counts the batches delivered a second time.
+	duplicated atomic.Int64
 }
 
 // listEvery is how many poll intervals pass between two listings of a

@@ -445,3 +445,88 @@ func TestOrderOfAnUnknownProductIsAConflict(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryProcessorExactUnderDuplicateDelivery: with every second batch
+// delivered twice (Lambda's at-least-once delivery, made frequent), the
+// counters stay exact and the index follows the catalog.
+func TestEveryProcessorExactUnderDuplicateDelivery(t *testing.T) {
+	prefix := stacktest.OwnPrefix(t)
+	sys, err := system.Start(context.Background(), system.Config{
+		Stack: endpoints.Config{DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1,
+			SweepTables: func(name string) bool { return strings.HasPrefix(name, prefix) }},
+		TablePrefix: prefix, PollInterval: 100 * time.Millisecond, DuplicateEvery: 2, Logger: testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("start system: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sys.Close(); err != nil {
+			t.Errorf("close system: %v", err)
+		}
+	})
+	c := client{t, sys.APIURL}
+	pid := setup(t, c, "Twice Kettle", 50)
+	c.must(201, "POST", "/users", "u9", map[string]any{"email": "u9@example.com", "name": "U Nine"}, nil)
+	idle := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sys.Poller.Idle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first struct {
+		OrderID string `json:"orderId"`
+	}
+	// One write at a time, each its own batch, so that every second one is
+	// delivered again.
+	for i := 0; i < 6; i++ {
+		var o struct {
+			OrderID string `json:"orderId"`
+		}
+		c.must(201, "POST", "/users/u9/orders", "u9", map[string]any{"items": []map[string]any{{"productId": pid, "quantity": i + 1}}}, &o)
+		if i == 0 {
+			first = o
+		}
+		idle()
+	}
+	c.must(200, "POST", "/users/u9/orders/"+first.OrderID+"/cancel", "u9", nil, nil)
+	idle()
+	status := 201 // the first PUT creates the review, the others replace it
+	for _, r := range []int{5, 3, 1, 2} {
+		c.must(status, "PUT", "/products/"+pid+"/reviews/u9", "u9", map[string]any{"rating": r, "title": "Again", "body": "Said twice"}, nil)
+		status = 200
+		idle()
+	}
+	c.must(200, "PATCH", "/products/"+pid, "admin", map[string]any{"name": "Twice Teapot"}, nil)
+	idle()
+
+	var u user
+	var p product
+	c.must(200, "GET", "/users/u9", "u9", nil, &u)
+	c.must(200, "GET", "/products/"+pid, "", nil, &p)
+	// Orders of 1..6 units at 500 cents, the first (1 unit) cancelled.
+	if u.OrderCount != 6 || u.LifetimeSpendCents != 20*500 || u.ReviewCount != 1 {
+		t.Errorf("user: got %+v, want 6 orders, %d cents, 1 review", u, 20*500)
+	}
+	if p.UnitsSold != 20 || p.ReviewCount != 1 || p.RatingAverage == nil || *p.RatingAverage != 2 {
+		t.Errorf("product: got units %d, reviews %d, average %v; want 20, 1, 2", p.UnitsSold, p.ReviewCount, p.RatingAverage)
+	}
+	var res struct {
+		Items []struct {
+			Name string `json:"name"`
+		} `json:"items"`
+	}
+	c.must(200, "GET", "/search?q=teapot", "", nil, &res)
+	if len(res.Items) != 1 || res.Items[0].Name != "Twice Teapot" {
+		t.Errorf("search teapot: got %+v, want [Twice Teapot]", res.Items)
+	}
+	for _, m := range []string{"orders-counters", "reviews-counters", "products-indexer"} {
+		if sys.Poller.Duplicated(m) == 0 {
+			t.Errorf("%s delivered no batch twice: the test proved nothing", m)
+		}
+	}
+	if f := sys.Poller.Failures("orders-counters"); len(f) != 0 {
+		t.Errorf("failure destination: got %d objects, want none", len(f))
+	}
+}
