@@ -227,17 +227,24 @@ func (l *limiter) admitBatchGet(ctx context.Context, body []byte) (*admission, *
 			}
 			b := l.tableBucket(ctx, r)
 			l.mu.Lock()
-			bucket := l.refill(b, l.now())
-			ok := bucket.tokens > 0
+			now, ok, short := l.now(), true, b
+			for _, p := range l.payers(b) {
+				if l.refill(p, now).tokens <= 0 {
+					ok, short = false, p
+					break
+				}
+			}
 			if ok {
-				bucket.tokens -= least
+				for _, p := range l.payers(b) {
+					l.refill(p, now).tokens -= least
+				}
 			} else {
 				l.stats.Throttles++
 			}
 			l.mu.Unlock()
 			if !ok {
 				if len(out) == 0 && len(refused) == 0 {
-					first = b
+					first = short
 				}
 				out = append(out, k)
 				continue
@@ -365,7 +372,7 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 			r, err := l.refOfKey(ctx, st)
 			if err == nil {
 				b := l.tableBucket(ctx, r)
-				if _, debt := l.inDebt([]bucketKey{b}); debt {
+				if _, _, debt := l.inDebt([]bucketKey{b}); debt {
 					errs[i] = statementError(st.table, "ProvisionedThroughputExceeded", throttledMessage)
 					continue
 				}

@@ -269,11 +269,17 @@ func throttled(b bucketKey) *refusal {
 	if b.write {
 		rw = "Write"
 	}
+	limit, message := "KeyRangeThroughputExceeded", "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html."
+	if b.pk == tableLevelPK {
+		// The table's or index's own maximum ("On-demand maximum
+		// throughput exceeded", DynamoDB's throttling guide).
+		limit, message = "MaxOnDemandThroughputExceeded", "Throughput exceeds the maximum OnDemandThroughput configured on table or index"
+	}
 	return &refusal{status: 400, body: map[string]any{
 		"__type":  "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-		"message": "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html.",
+		"message": message,
 		"ThrottlingReasons": []map[string]string{{
-			"reason": kind + rw + "KeyRangeThroughputExceeded", "resource": resource,
+			"reason": kind + rw + limit, "resource": resource,
 		}},
 	}}
 }
@@ -589,6 +595,16 @@ type bucketKey struct {
 	write        bool
 }
 
+// tableLevelPK is the pk of a table's or index's own bucket, which every
+// partition of it also pays into when it has a maximum on-demand throughput.
+// No partition key value is this (a value's text never starts with NUL).
+const tableLevelPK = "\x00table"
+
+// tableLevel is the bucket of b's table or index as a whole.
+func (b bucketKey) tableLevel() bucketKey {
+	return bucketKey{table: b.table, index: b.index, pk: tableLevelPK, write: b.write}
+}
+
 // writeCharges prices the writes of refs by AWS's rules: the larger of the
 // item before (read from DynamoDB Local) and after (a Put's item, an
 // Update's expression applied to the item before), doubled in a
@@ -750,6 +766,37 @@ type schemas struct {
 	db     *dynamodb.Client
 	mu     sync.Mutex
 	byName map[string]tables.Table
+	// caps are the on-demand maximums (OnDemandThroughput) of the tables
+	// and global indexes described, by tableLevel bucket name.
+	caps map[string]float64
+}
+
+// capOf is the maximum on-demand throughput of b's table or index in b's
+// direction, as last described; 0 for none.
+func (s *schemas) capOf(b bucketKey) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caps[bucketName(b.tableLevel())]
+}
+
+// setCaps records a table's or index's OnDemandThroughput.
+func (s *schemas) setCaps(table, index string, odt *types.OnDemandThroughput) {
+	for _, write := range []bool{false, true} {
+		name := bucketName(bucketKey{table: table, index: index, pk: tableLevelPK, write: write})
+		var n int64
+		if odt != nil {
+			if write {
+				n = aws.ToInt64(odt.MaxWriteRequestUnits)
+			} else {
+				n = aws.ToInt64(odt.MaxReadRequestUnits)
+			}
+		}
+		if n > 0 {
+			s.caps[name] = float64(n)
+		} else {
+			delete(s.caps, name)
+		}
+	}
 }
 
 func (s *schemas) get(ctx context.Context, name string) (tables.Table, error) {
@@ -766,6 +813,15 @@ func (s *schemas) get(ctx context.Context, name string) (tables.Table, error) {
 	d := out.Table
 	t = tables.Table{Name: name}
 	t.PartitionKey, t.SortKey = keysOf(d.KeySchema)
+	s.mu.Lock()
+	if s.caps == nil {
+		s.caps = map[string]float64{}
+	}
+	s.setCaps(name, "", d.OnDemandThroughput)
+	for _, g := range d.GlobalSecondaryIndexes {
+		s.setCaps(name, aws.ToString(g.IndexName), g.OnDemandThroughput)
+	}
+	s.mu.Unlock()
 	for _, g := range d.GlobalSecondaryIndexes {
 		pk, sk := keysOf(g.KeySchema)
 		t.GlobalIndexes = append(t.GlobalIndexes, tables.Index{Name: aws.ToString(g.IndexName), PartitionKey: pk, SortKey: sk, Projection: projectionOf(g.Projection)})

@@ -36,14 +36,17 @@ func (l *limiter) take(charges []charge) (pos int, refused bucketKey, ok bool) {
 	now := l.now()
 	need := map[bucketKey]float64{}
 	for _, c := range charges {
-		need[c.bucket] += c.units
+		for _, k := range l.payers(c.bucket) {
+			need[k] += c.units
+		}
 	}
 	for _, c := range charges {
-		b := l.refill(c.bucket, now)
-		rate := l.rate(c.bucket)
-		if b.tokens < need[c.bucket] && b.tokens < rate {
-			l.stats.Throttles++
-			return c.pos, c.bucket, false
+		for _, k := range l.payers(c.bucket) {
+			b := l.refill(k, now)
+			if b.tokens < need[k] && b.tokens < l.rate(k) {
+				l.stats.Throttles++
+				return c.pos, k, false
+			}
 		}
 	}
 	for k, units := range need {
@@ -53,32 +56,52 @@ func (l *limiter) take(charges []charge) (pos int, refused bucketKey, ok bool) {
 	return 0, bucketKey{}, true
 }
 
-// inDebt reports the first bucket of keys that has nothing left: a read is
-// let through while its partition has any units, and charged by its answer.
-func (l *limiter) inDebt(keys []bucketKey) (int, bool) {
+// payers are the buckets a charge to partition bucket k is paid from: the
+// partition's, and its table's or index's as a whole when that has a
+// maximum on-demand throughput.
+func (l *limiter) payers(k bucketKey) []bucketKey {
+	if l.schemas.capOf(k) > 0 {
+		return []bucketKey{k, k.tableLevel()}
+	}
+	return []bucketKey{k}
+}
+
+// inDebt reports the first bucket of keys that has nothing left, or whose
+// table or index has nothing left: a read is let through while its
+// partition has any units, and charged by its answer.
+func (l *limiter) inDebt(keys []bucketKey) (int, bucketKey, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	for i, k := range keys {
-		if l.refill(k, now).tokens <= 0 {
-			l.stats.Throttles++
-			return i, true
+		for _, p := range l.payers(k) {
+			if l.refill(p, now).tokens <= 0 {
+				l.stats.Throttles++
+				return i, p, true
+			}
 		}
 	}
-	return 0, false
+	return 0, bucketKey{}, false
 }
 
-// charge takes units from a bucket (gives them back when negative).
+// charge takes units from a bucket and its table's (gives them back when
+// negative).
 func (l *limiter) charge(k bucketKey, units float64) {
 	if units == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.refill(k, l.now()).tokens -= units
+	now := l.now()
+	for _, p := range l.payers(k) {
+		l.refill(p, now).tokens -= units
+	}
 }
 
 func (l *limiter) rate(k bucketKey) float64 {
+	if k.pk == tableLevelPK {
+		return l.schemas.capOf(k)
+	}
 	if k.write {
 		return l.cfg.PartitionWCU
 	}
@@ -117,6 +140,9 @@ func (l *limiter) prune(now time.Time) {
 		return
 	}
 	for name, b := range l.buckets {
+		if strings.HasSuffix(name, "\x00"+tableLevelPK) {
+			continue // one a table or index, kept
+		}
 		rate := l.cfg.PartitionRCU
 		if strings.HasPrefix(name, "w") {
 			rate = l.cfg.PartitionWCU
@@ -201,8 +227,8 @@ func (l *limiter) admitRead(ctx context.Context, op string, body []byte) (*admis
 	for i, rc := range adm.reads {
 		keys[i] = rc.bucket
 	}
-	if i, debt := l.inDebt(keys); debt {
-		return nil, throttled(keys[i])
+	if _, refused, debt := l.inDebt(keys); debt {
+		return nil, throttled(refused)
 	}
 	return adm, nil
 }
@@ -232,7 +258,7 @@ func (l *limiter) admitTransactGet(ctx context.Context, op string, refs []ref) (
 	if conflicted {
 		return nil, cancellationOf(codes)
 	}
-	if i, debt := l.inDebt(keys); debt {
+	if i, _, debt := l.inDebt(keys); debt {
 		codes[i] = reasonThrottled
 		return nil, cancellationOf(codes)
 	}
@@ -390,13 +416,17 @@ func (l *limiter) takeRead(groups map[bucketKey]int, c capacity.Consistency) *re
 	defer l.mu.Unlock()
 	now := l.now()
 	for b := range groups {
-		if l.refill(b, now).tokens <= 0 {
-			l.stats.Throttles++
-			return throttled(b)
+		for _, p := range l.payers(b) {
+			if l.refill(p, now).tokens <= 0 {
+				l.stats.Throttles++
+				return throttled(p)
+			}
 		}
 	}
 	for b, size := range groups {
-		l.refill(b, now).tokens -= capacity.ReadUnits(size, c)
+		for _, p := range l.payers(b) {
+			l.refill(p, now).tokens -= capacity.ReadUnits(size, c)
+		}
 	}
 	return nil
 }
