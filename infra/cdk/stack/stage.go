@@ -11,6 +11,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -145,7 +146,7 @@ var stages = map[string]Config{
 		ArchiveInfrequentAfterDays: 30,
 		ArchiveGlacierAfterDays:    90,
 		PITRRecoveryDays:           7,
-		MaxThroughput:              Throughput{Reads: 1000, Writes: 1000},
+		MaxThroughput:              Throughput(tables.DevMaxThroughput),
 		TraceSampleRatio:           "1",
 	},
 	Prod: {
