@@ -10,31 +10,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// MaxThroughput is a maximum on-demand throughput: request units a second
-// that a table or a global index serves at most.
-type MaxThroughput struct {
-	Reads, Writes int
-}
-
-// DevMaxThroughput is the dev stage's maximum on-demand throughput of every
-// table and global index (the CDK app's dev stage). The local stack, which
-// stands for that stage on one machine, creates its tables with it.
-var DevMaxThroughput = MaxThroughput{Reads: 1000, Writes: 1000}
-
-// onDemand is m as a table's or index's OnDemandThroughput.
-func (m MaxThroughput) onDemand() *types.OnDemandThroughput {
-	return &types.OnDemandThroughput{MaxReadRequestUnits: aws.Int64(int64(m.Reads)), MaxWriteRequestUnits: aws.Int64(int64(m.Writes))}
-}
-
 // CreateInput returns the CreateTable request for the table under its physical
-// name: on-demand billing at most DevMaxThroughput, its indexes and its
-// stream. TTL is a separate call (UpdateTimeToLive); Create makes both.
+// name: on-demand billing, its indexes and its stream. TTL is a separate call
+// (UpdateTimeToLive); Create makes both.
 func (t Table) CreateInput(physical string) *dynamodb.CreateTableInput {
 	in := &dynamodb.CreateTableInput{
-		TableName:          aws.String(physical),
-		BillingMode:        types.BillingModePayPerRequest,
-		KeySchema:          keySchema(t.PartitionKey, t.SortKey),
-		OnDemandThroughput: DevMaxThroughput.onDemand(),
+		TableName:   aws.String(physical),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema:   keySchema(t.PartitionKey, t.SortKey),
 	}
 	for _, a := range t.Attributes() {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
@@ -44,10 +27,9 @@ func (t Table) CreateInput(physical string) *dynamodb.CreateTableInput {
 	}
 	for _, ix := range t.GlobalIndexes {
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
-			IndexName:          aws.String(ix.Name),
-			KeySchema:          keySchema(ix.PartitionKey, ix.SortKey),
-			Projection:         projection(ix.Projection),
-			OnDemandThroughput: DevMaxThroughput.onDemand(),
+			IndexName:  aws.String(ix.Name),
+			KeySchema:  keySchema(ix.PartitionKey, ix.SortKey),
+			Projection: projection(ix.Projection),
 		})
 	}
 	for _, ix := range t.LocalIndexes {

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -146,7 +145,7 @@ var stages = map[string]Config{
 		ArchiveInfrequentAfterDays: 30,
 		ArchiveGlacierAfterDays:    90,
 		PITRRecoveryDays:           7,
-		MaxThroughput:              Throughput(tables.DevMaxThroughput),
+		MaxThroughput:              Throughput{Reads: 1000, Writes: 1000},
 		TraceSampleRatio:           "1",
 	},
 	Prod: {
