@@ -257,9 +257,10 @@ var conflictRefusal = &refusal{status: 400, body: map[string]any{
 	"message": "Transaction is ongoing for the item",
 }}
 
-// throttled is the error of a request over a partition's throughput: a
-// ProvisionedThroughputExceededException whose ThrottlingReasons name the
-// key range limit and the table or index.
+// throttled is the error of a request over a partition's throughput (a
+// ProvisionedThroughputExceededException) or its table's or index's maximum
+// (a ThrottlingException), whose ThrottlingReasons name the limit and the
+// table or index.
 func throttled(b bucketKey) *refusal {
 	kind, resource := "Table", tableARN(b.table)
 	if b.index != "" {
@@ -269,16 +270,23 @@ func throttled(b bucketKey) *refusal {
 	if b.write {
 		rw = "Write"
 	}
-	limit, message := "KeyRangeThroughputExceeded", "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html."
+	code, limit, message := "ProvisionedThroughputExceededException", "KeyRangeThroughputExceeded", "Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html."
 	if b.pk == tableLevelPK {
 		// The table's or index's own maximum ("On-demand maximum
-		// throughput exceeded", DynamoDB's throttling guide).
-		limit, message = "MaxOnDemandThroughputExceeded", "Throughput exceeds the maximum OnDemandThroughput configured on table or index"
+		// throughput exceeded", DynamoDB's throttling guide), the
+		// ThrottlingException of the data-plane operations' errors.
+		code, limit, message = "ThrottlingException", "MaxOnDemandThroughputExceeded", "Throughput exceeds the maximum OnDemandThroughput configured on table or index"
+	}
+	// The two exceptions spell their reasons' member differently, as the
+	// service's model does.
+	reasonsMember := "ThrottlingReasons"
+	if code == "ThrottlingException" {
+		reasonsMember = "throttlingReasons"
 	}
 	return &refusal{status: 400, body: map[string]any{
-		"__type":  "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+		"__type":  "com.amazonaws.dynamodb.v20120810#" + code,
 		"message": message,
-		"ThrottlingReasons": []map[string]string{{
+		reasonsMember: []map[string]string{{
 			"reason": kind + rw + limit, "resource": resource,
 		}},
 	}}

@@ -14,8 +14,8 @@ import (
 
 // A table or global index created with a maximum on-demand throughput
 // (OnDemandThroughput) serves at most that many units a second over all its
-// partitions; a request beyond it is throttled with the
-// MaxOnDemandThroughputExceeded reason naming the table or index ("On-demand
+// partitions; a request beyond it is throttled with a ThrottlingException
+// whose MaxOnDemandThroughputExceeded reason names the table or index ("On-demand
 // maximum throughput exceeded", DynamoDB's throttling guide), although no
 // partition is near its own 12 units. UpdateTable moves the maximum.
 func TestTableMaximumThroughput(t *testing.T) {
@@ -49,16 +49,16 @@ func TestTableMaximumThroughput(t *testing.T) {
 		return err
 	}
 	reason := func(err error) string {
-		var pte *types.ProvisionedThroughputExceededException
-		if !errors.As(err, &pte) || len(pte.ThrottlingReasons) != 1 {
-			return fmt.Sprintf("not a throttle with one reason: %v", err)
+		var te *types.ThrottlingException
+		if !errors.As(err, &te) || len(te.ThrottlingReasons) != 1 {
+			return fmt.Sprintf("not a ThrottlingException with one reason: %v", err)
 		}
-		return aws.ToString(pte.ThrottlingReasons[0].Reason) + " " + aws.ToString(pte.ThrottlingReasons[0].Resource)
+		return aws.ToString(te.ThrottlingReasons[0].Reason) + " " + aws.ToString(te.ThrottlingReasons[0].Resource)
 	}
 	arn := "arn:aws:dynamodb:us-east-1:000000000000:table/" + table
 
 	// Writes of 1 unit to 8 different keys: the table's 5 a second pass.
-	if got := admitted(t, 8, func(i int) error { return put(fmt.Sprintf("w%d", i), "") }); got != 5 {
+	if got := admittedUnderMax(t, 8, func(i int) error { return put(fmt.Sprintf("w%d", i), "") }); got != 5 {
 		t.Errorf("writes admitted: got %d, want the table's 5", got)
 	}
 	if got, want := reason(put("w9", "")), "TableWriteMaxOnDemandThroughputExceeded "+arn; got != want {
@@ -73,7 +73,7 @@ func TestTableMaximumThroughput(t *testing.T) {
 			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("w%d", i%5)}}}, noRetry)
 		return err
 	}
-	if got := admitted(t, 10, get); got != 6 {
+	if got := admittedUnderMax(t, 10, get); got != 6 {
 		t.Errorf("reads admitted: got %d, want 6 (3 units of 0.5)", got)
 	}
 	if got, want := reason(get(0)), "TableReadMaxOnDemandThroughputExceeded "+arn; got != want {
@@ -83,7 +83,7 @@ func TestTableMaximumThroughput(t *testing.T) {
 	// The index's own maximum: 2 writes that reach it, in different
 	// index partitions, then the third is refused by the index.
 	clock.refill()
-	if got := admitted(t, 4, func(i int) error { return put(fmt.Sprintf("c%d", i), fmt.Sprintf("cat%d", i)) }); got != 2 {
+	if got := admittedUnderMax(t, 4, func(i int) error { return put(fmt.Sprintf("c%d", i), fmt.Sprintf("cat%d", i)) }); got != 2 {
 		t.Errorf("indexed writes admitted: got %d, want the index's 2", got)
 	}
 	if got, want := reason(put("c9", "cat9")), "IndexWriteMaxOnDemandThroughputExceeded "+arn+"/index/byCategory"; got != want {
@@ -96,7 +96,26 @@ func TestTableMaximumThroughput(t *testing.T) {
 		t.Fatalf("update table: %v", err)
 	}
 	clock.refill()
-	if got := admitted(t, 10, func(i int) error { return put(fmt.Sprintf("u%d", i), "") }); got != 8 {
+	if got := admittedUnderMax(t, 10, func(i int) error { return put(fmt.Sprintf("u%d", i), "") }); got != 8 {
 		t.Errorf("writes admitted after the update: got %d, want 8", got)
 	}
+}
+
+// admittedUnderMax sends n requests and counts those the front let through;
+// every other answer must be a ThrottlingException.
+func admittedUnderMax(t *testing.T, n int, send func(i int) error) int {
+	t.Helper()
+	ok := 0
+	for i := 0; i < n; i++ {
+		err := send(i)
+		var te *types.ThrottlingException
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &te):
+		default:
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return ok
 }
