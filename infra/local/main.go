@@ -175,8 +175,8 @@ func load(getenv func(string) string) (settings, error) {
 		s.DuplicateEvery = -1
 	default:
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 {
-			return s, fmt.Errorf("DUPLICATE_BATCH_EVERY=%q: want off or a whole number from 2 up", v)
+		if err != nil || n < 1 {
+			return s, fmt.Errorf("DUPLICATE_BATCH_EVERY=%q: want off or a whole number from 1 up (1: every batch twice)", v)
 		}
 		s.DuplicateEvery = n
 	}

@@ -50,7 +50,7 @@ func TestLoadSettings(t *testing.T) {
 		t.Errorf("DUPLICATE_BATCH_EVERY=off: got %d, %v; want a negative number", got.DuplicateEvery, err)
 	}
 	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"},
-		{"DUPLICATE_BATCH_EVERY": "1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"}} {
+		{"DUPLICATE_BATCH_EVERY": "-1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"}} {
 		if _, err := load(env(bad)); err == nil {
 			t.Errorf("%v: got nil error, want one", bad)
 		}

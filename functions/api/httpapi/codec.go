@@ -238,14 +238,17 @@ func fitting[T any](items []T, budget int) int {
 	return len(items)
 }
 
-// escapedLen is b's length as a JSON string's content, escaped as the
-// Lambda runtime escapes the response body (encoding/json, HTML-safe).
+// escapedLen is b's length as a JSON string's content, escaped as the Go
+// Lambda runtime escapes the response body (encoding/json without HTML
+// escaping; the body's own JSON has already escaped <, > and &).
 func escapedLen(b []byte) int {
-	e, err := json.Marshal(string(b))
-	if err != nil {
+	var e bytes.Buffer
+	enc := json.NewEncoder(&e)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(string(b)); err != nil {
 		return len(b) * 6
 	}
-	return len(e) - 2
+	return e.Len() - 3 // the quotes and Encode's newline
 }
 
 // ifMatch reads If-Match: a version number, bare or as an ETag ("3", W/"3").

@@ -5,6 +5,7 @@
 package apigw
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -44,25 +45,32 @@ type Config struct {
 // maxBody is API Gateway's payload limit.
 const maxBody = 10 << 20
 
-// maxPayload is Lambda's limit on a synchronous invocation's request and
-// response, as its error names it: "Response payload size exceeded maximum
-// allowed payload size (6291556 bytes)" ("Invocation payload (request and
-// response): 6 MB each", Lambda quotas,
-// https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
-const maxPayload = 6291556
+// Lambda's limits on a synchronous invocation ("Invocation payload (request
+// and response): 6 MB each", Lambda quotas,
+// https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html),
+// in bytes of JSON as its errors name them: a request must be smaller than
+// 6291456 bytes, and a response over 6291556 fails with
+// Function.ResponseSizeTooLarge.
+const (
+	maxRequestPayload  = 6291456 - 1
+	maxResponsePayload = 6291556
+)
 
 // measureFrom is the body size from which a payload is measured as JSON: a
-// smaller body with its headers cannot reach maxPayload however its
+// smaller body with its headers cannot reach the limits however its
 // characters are escaped (at most six bytes each).
-const measureFrom = maxPayload / 8
+const measureFrom = maxRequestPayload / 8
 
-// payloadSize is v's size as Lambda receives it, JSON.
+// payloadSize is v's size as Lambda carries it: JSON, without HTML
+// escaping, as the Go runtime encodes a response.
 func payloadSize(v any) int {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return 0
 	}
-	return len(b)
+	return b.Len() - 1 // Encode's newline
 }
 
 type gateway struct {
@@ -201,9 +209,9 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route,
 	}
 	ev := g.event(r, rt, params, body, claims)
 	if len(ev.Body) >= measureFrom {
-		if n := payloadSize(ev); n > maxPayload {
+		if n := payloadSize(ev); n > maxRequestPayload {
 			// Lambda refuses the invocation; the function never runs.
-			g.cfg.Logger.WarnContext(r.Context(), "request payload too large for Lambda", "requestId", ev.RequestContext.RequestID, "bytes", n, "limit", maxPayload)
+			g.cfg.Logger.WarnContext(r.Context(), "request payload too large for Lambda", "requestId", ev.RequestContext.RequestID, "bytes", n, "limit", maxRequestPayload)
 			gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
 			return
 		}
@@ -215,11 +223,11 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route,
 		return
 	}
 	if len(resp.Body) >= measureFrom {
-		if n := payloadSize(resp); n > maxPayload {
+		if n := payloadSize(resp); n > maxResponsePayload {
 			// The function ran (its writes stay), but Lambda refuses to
 			// return its answer: the client gets the integration's error.
 			g.cfg.Logger.ErrorContext(r.Context(), "handler failed", "requestId", ev.RequestContext.RequestID,
-				"err", "Function.ResponseSizeTooLarge: response payload size exceeded maximum allowed payload size", "bytes", n, "limit", maxPayload)
+				"err", "Function.ResponseSizeTooLarge: response payload size exceeded maximum allowed payload size", "bytes", n, "limit", maxResponsePayload)
 			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 			return
 		}

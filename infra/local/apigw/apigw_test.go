@@ -366,12 +366,12 @@ func TestLambdasPayloadLimit(t *testing.T) {
 		body int
 		want int
 	}{
-		{"at the limit", maxPayload - overhead, 200},
-		{"one byte over", maxPayload - overhead + 1, 500},
+		{"at the limit", maxResponsePayload - overhead, 200},
+		{"one byte over", maxResponsePayload - overhead + 1, 500},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: strings.Repeat("a", tt.body)}}
-			if n := payloadSize(rec.resp); (n > maxPayload) != (tt.want == 500) {
+			if n := payloadSize(rec.resp); (n > maxResponsePayload) != (tt.want == 500) {
 				t.Fatalf("payload of %d bytes: the case does not test the limit", n)
 			}
 			srv := serve(t, rec)
@@ -388,6 +388,32 @@ func TestLambdasPayloadLimit(t *testing.T) {
 			}
 		})
 	}
+	t.Run("request at and over the limit", func(t *testing.T) {
+		rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{}`}}
+		srv := serve(t, rec)
+		valid, _ := Token(secret, "admin", true, time.Hour)
+		send := func(n int) int {
+			rec.got = events.APIGatewayV2HTTPRequest{}
+			req, _ := http.NewRequest("POST", srv.URL+"/products", strings.NewReader(strings.Repeat("a", n)))
+			req.Header.Set("Authorization", "Bearer "+valid)
+			req.Header.Set("Content-Type", "text/plain")
+			code, _ := do(t, req)
+			return code
+		}
+		// The event grows byte for byte with a plain body (its
+		// content-length header keeps its 7 digits): measure it once.
+		const probe = 1_000_000
+		if send(probe) != 201 {
+			t.Fatal("probe refused")
+		}
+		at := probe + maxRequestPayload - payloadSize(rec.got)
+		if code := send(at); code != 201 || payloadSize(rec.got) != maxRequestPayload {
+			t.Errorf("event of %d bytes: got %d, want 201 at %d bytes", payloadSize(rec.got), code, maxRequestPayload)
+		}
+		if code := send(at + 1); code != 413 || rec.got.RequestContext.RequestID != "" {
+			t.Errorf("one byte over: got %d (function invoked: %v), want 413 before the function", code, rec.got.RequestContext.RequestID != "")
+		}
+	})
 	t.Run("request over the limit", func(t *testing.T) {
 		rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{}`}}
 		srv := serve(t, rec)

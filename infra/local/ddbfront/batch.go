@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -227,15 +228,15 @@ func (l *limiter) admitBatchGet(ctx context.Context, body []byte) (*admission, *
 			}
 			b := l.tableBucket(ctx, r)
 			l.mu.Lock()
-			now, ok, short := l.now(), true, b
-			for _, p := range l.payers(b) {
+			now, ok, short, payers := l.now(), true, b, l.payers(b)
+			for _, p := range payers {
 				if l.refill(p, now).tokens <= 0 {
 					ok, short = false, p
 					break
 				}
 			}
 			if ok {
-				for _, p := range l.payers(b) {
+				for _, p := range payers {
 					l.refill(p, now).tokens -= least
 				}
 			} else {
@@ -372,8 +373,8 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 			r, err := l.refOfKey(ctx, st)
 			if err == nil {
 				b := l.tableBucket(ctx, r)
-				if _, _, debt := l.inDebt([]bucketKey{b}); debt {
-					errs[i] = statementError(st.table, "ProvisionedThroughputExceeded", throttledMessage)
+				if _, short, debt := l.inDebt([]bucketKey{b}); debt {
+					errs[i] = statementError(st.table, statementThrottle(throttled(short)), throttledMessage)
 					continue
 				}
 				adm.batchReads = append(adm.batchReads, batchRead{ref: r, c: consistencyOf(s.ConsistentRead)})
@@ -392,7 +393,7 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 			errs[i] = statementError(st.table, "TransactionConflict", "Transaction is ongoing for the item")
 			continue
 		case refused != nil:
-			errs[i] = statementError(st.table, "ProvisionedThroughputExceeded", throttledMessage)
+			errs[i] = statementError(st.table, statementThrottle(refused), throttledMessage)
 			continue
 		case one != nil:
 			adm.writeID = append(adm.writeID, one.writeID...)
@@ -480,4 +481,14 @@ func (rw *rewrite) statementAnswer(out []byte) []byte {
 		return out
 	}
 	return body
+}
+
+// statementThrottle is a batch statement's error code for a throttle: a
+// table's maximum is ThrottlingError, a partition's ceiling
+// ProvisionedThroughputExceeded (BatchStatementErrorCodeEnum).
+func statementThrottle(r *refusal) string {
+	if t, _ := r.body["__type"].(string); strings.HasSuffix(t, "#ThrottlingException") {
+		return "ThrottlingError"
+	}
+	return "ProvisionedThroughputExceeded"
 }

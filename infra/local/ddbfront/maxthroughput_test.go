@@ -99,6 +99,18 @@ func TestTableMaximumThroughput(t *testing.T) {
 	if got := admittedUnderMax(t, 10, func(i int) error { return put(fmt.Sprintf("u%d", i), "") }); got != 8 {
 		t.Errorf("writes admitted after the update: got %d, want 8", got)
 	}
+
+	// A Scan of the table's 15 small items, one a partition, is charged to
+	// the table as one read of their total size (0.5 unit), not each
+	// partition's rounded share (0.5 unit each, 7.5 of the table's 3): a
+	// read still passes after it.
+	clock.refill()
+	if _, err := db.Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(table)}, noRetry); err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	if err := get(0); err != nil {
+		t.Errorf("read after a scan: %v", err)
+	}
 }
 
 // admittedUnderMax sends n requests and counts those the front let through;

@@ -34,14 +34,18 @@ func (l *limiter) take(charges []charge) (pos int, refused bucketKey, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
+	// Each charge's payers once: a maximum removed meanwhile must not
+	// leave a bucket in need that was never refilled.
+	payers := make([][]bucketKey, len(charges))
 	need := map[bucketKey]float64{}
-	for _, c := range charges {
-		for _, k := range l.payers(c.bucket) {
+	for i, c := range charges {
+		payers[i] = l.payers(c.bucket)
+		for _, k := range payers[i] {
 			need[k] += c.units
 		}
 	}
-	for _, c := range charges {
-		for _, k := range l.payers(c.bucket) {
+	for i, c := range charges {
+		for _, k := range payers[i] {
 			b := l.refill(k, now)
 			if b.tokens < need[k] && b.tokens < l.rate(k) {
 				l.stats.Throttles++
@@ -50,7 +54,7 @@ func (l *limiter) take(charges []charge) (pos int, refused bucketKey, ok bool) {
 		}
 	}
 	for k, units := range need {
-		l.buckets[bucketName(k)].tokens -= units
+		l.refill(k, now).tokens -= units
 	}
 	l.prune(now)
 	return 0, bucketKey{}, true
@@ -331,7 +335,15 @@ func splitAnd(expr string) []string {
 // dropped, when one of them has no units left, as a Query is before it
 // reads.
 func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *refusal {
-	if a == nil || status != 200 {
+	if a == nil {
+		return nil
+	}
+	if status != 200 {
+		// A refused request reads nothing: what a BatchGetItem's
+		// admission took goes back.
+		for b, u := range a.provisional {
+			a.l.charge(b, -u)
+		}
 		return nil
 	}
 	a.settleWrites(ctx)
@@ -410,23 +422,30 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 }
 
 // takeRead charges each partition what was read in it, summed and rounded
-// up to 4 KB, or refuses the read when one of them has no units left.
+// up to 4 KB, and a capped table or index the whole read, summed and rounded
+// once as AWS charges the request; or refuses the read when one of them has
+// no units left.
 func (l *limiter) takeRead(groups map[bucketKey]int, c capacity.Consistency) *refusal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	for b := range groups {
+	whole := map[bucketKey]int{} // a capped table's or index's bytes read
+	for b, size := range groups {
 		for _, p := range l.payers(b) {
 			if l.refill(p, now).tokens <= 0 {
 				l.stats.Throttles++
 				return throttled(p)
 			}
+			if p.pk == tableLevelPK {
+				whole[p] += size
+			}
 		}
 	}
 	for b, size := range groups {
-		for _, p := range l.payers(b) {
-			l.refill(p, now).tokens -= capacity.ReadUnits(size, c)
-		}
+		l.refill(b, now).tokens -= capacity.ReadUnits(size, c)
+	}
+	for p, size := range whole {
+		l.refill(p, now).tokens -= capacity.ReadUnits(size, c)
 	}
 	return nil
 }

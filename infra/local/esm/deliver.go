@@ -50,7 +50,7 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) bool {
 				r.log.Info("batch delivered again", "shardId", s.id, "count", len(a.recs),
 					"start", a.recs[0].seq, "end", a.recs[len(a.recs)-1].seq)
 				r.duplicated.Add(1)
-				queue = append([]attempt{{recs: a.recs, duplicate: true}}, queue...)
+				queue = append([]attempt{{recs: a.recs, invocations: a.invocations, duplicate: true}}, queue...)
 			}
 			continue
 		}
@@ -63,8 +63,8 @@ func (r *runner) deliver(ctx context.Context, s *shard, batch []pending) bool {
 		if r.m.BisectOnError && !out.partial && len(rest) > 1 {
 			half := len(rest) / 2
 			queue = append([]attempt{
-				{recs: rest[:half], invocations: a.invocations, retries: a.retries},
-				{recs: rest[half:], invocations: a.invocations, retries: a.retries},
+				{recs: rest[:half], invocations: a.invocations, retries: a.retries, duplicate: a.duplicate},
+				{recs: rest[half:], invocations: a.invocations, retries: a.retries, duplicate: a.duplicate},
 			}, queue[1:]...)
 			continue
 		}

@@ -53,7 +53,7 @@ type Config struct {
 	// settings); nil runs wiring.Mappings().
 	Mappings []wiring.Mapping
 	// DuplicateEvery delivers every n-th batch a mapping's function completes
-	// a second time (esm.Config.DuplicateEvery): 0 means
+	// a second time (esm.Config.DuplicateEvery; 1 every batch): 0 means
 	// DefaultDuplicateEvery, a negative number never.
 	DuplicateEvery int
 	// NoMappings builds the stream functions but starts no event-source

@@ -446,15 +446,16 @@ func TestOrderOfAnUnknownProductIsAConflict(t *testing.T) {
 	}
 }
 
-// TestEveryProcessorExactUnderDuplicateDelivery: with every second batch
-// delivered twice (Lambda's at-least-once delivery, made frequent), the
-// counters stay exact and the index follows the catalog.
+// TestEveryProcessorExactUnderDuplicateDelivery: with every batch delivered
+// twice (Lambda's at-least-once delivery at its most), the counters stay
+// exact through orders, a cancel and a review replaced, and the index
+// follows a rename.
 func TestEveryProcessorExactUnderDuplicateDelivery(t *testing.T) {
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
 		Stack: endpoints.Config{DynamoDBUpstream: stacktest.Stack(t).Upstream(), TTLSweepInterval: -1,
 			SweepTables: func(name string) bool { return strings.HasPrefix(name, prefix) }},
-		TablePrefix: prefix, PollInterval: 100 * time.Millisecond, DuplicateEvery: 2, Logger: testLogger(),
+		TablePrefix: prefix, PollInterval: 100 * time.Millisecond, DuplicateEvery: 1, Logger: testLogger(),
 	})
 	if err != nil {
 		t.Fatalf("start system: %v", err)
@@ -478,8 +479,7 @@ func TestEveryProcessorExactUnderDuplicateDelivery(t *testing.T) {
 	var first struct {
 		OrderID string `json:"orderId"`
 	}
-	// One write at a time, each its own batch, so that every second one is
-	// delivered again.
+	// One write at a time, each its own batch, delivered twice.
 	for i := 0; i < 6; i++ {
 		var o struct {
 			OrderID string `json:"orderId"`
@@ -521,9 +521,11 @@ func TestEveryProcessorExactUnderDuplicateDelivery(t *testing.T) {
 	if len(res.Items) != 1 || res.Items[0].Name != "Twice Teapot" {
 		t.Errorf("search teapot: got %+v, want [Twice Teapot]", res.Items)
 	}
-	for _, m := range []string{"orders-counters", "reviews-counters", "products-indexer"} {
-		if sys.Poller.Duplicated(m) == 0 {
-			t.Errorf("%s delivered no batch twice: the test proved nothing", m)
+	// Every batch twice: at least one a write above (6 orders and a cancel,
+	// 4 reviews, a rename; the counters' own product updates add more).
+	for m, least := range map[string]int64{"orders-counters": 7, "reviews-counters": 4, "products-indexer": 2} {
+		if got := sys.Poller.Duplicated(m); got < least {
+			t.Errorf("%s delivered %d batches twice, want at least %d: the test proved less than it says", m, got, least)
 		}
 	}
 	if f := sys.Poller.Failures("orders-counters"); len(f) != 0 {
