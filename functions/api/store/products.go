@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -89,9 +90,45 @@ func (s *Store) transact(ctx context.Context, op string, actions []types.Transac
 // GetProduct returns product id with the total of its stock buckets.
 // Codes: NotFound.
 func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, error) {
+	// A one-bucket product whose catalog item a page on this instance read
+	// within the cache's TTL: its bucket first, one GetItem as the first
+	// release's page was. A bucket as it was read with the catalog item
+	// makes the page the state the product had then; a bucket that moved
+	// (a sale, a PATCH) is joined with a fresh read of the catalog item, as
+	// the BatchGetItem below would; a bucket gone sends the page to it.
+	if c, ok := s.catalogs.get(id); ok {
+		gen := s.catalogs.generation()
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, 0)})
+		if err != nil {
+			return products.Product{}, fmt.Errorf("get product %s: %w", id, classify(err))
+		}
+		if out.Item != nil {
+			var b bucket
+			if err := attributevalue.UnmarshalMap(out.Item, &b); err != nil {
+				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+			}
+			if b == c.b {
+				p := c.p
+				p.Stock, p.Version = b.Units, p.Version+b.Version
+				return p, nil
+			}
+			readAt := time.Now()
+			p, err := s.getProduct(ctx, id, false)
+			if err != nil {
+				return products.Product{}, err
+			}
+			if bucketsOf(p) == 1 && p.CatalogStock == nil {
+				s.catalogs.put(id, p, b, readAt, gen)
+				p.Stock, p.Version = b.Units, p.Version+b.Version
+				return p, nil
+			}
+		}
+		s.catalogs.forget(id)
+	}
 	// One round trip for a product of one bucket, the most common: its
 	// catalog item and bucket 0 in one BatchGetItem, each read eventually
 	// consistent, as a GetItem of a product that held its own stock was.
+	readAt, gen := time.Now(), s.catalogs.generation()
 	var catalog, first map[string]types.AttributeValue
 	req := map[string]types.KeysAndAttributes{
 		s.t.Products:     {Keys: []map[string]types.AttributeValue{productKey(id)}},
@@ -122,6 +159,9 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 		if first != nil {
 			if err := attributevalue.UnmarshalMap(first, &b); err != nil {
 				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+			}
+			if p.CatalogStock == nil {
+				s.catalogs.put(id, p, b, readAt, gen)
 			}
 		}
 		p.Stock = b.Units + catalogStock(p)
@@ -190,6 +230,9 @@ func (s *Store) getProduct(ctx context.Context, id string, consistent bool) (pro
 // NotFound, PreconditionFailed, Conflict (the delta would take the stock out
 // of 0..products.MaxStock), Unavailable.
 func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, ifMatch *int64) (products.Product, error) {
+	// This instance's next page reads the catalog again, whatever the
+	// outcome (a 412 says the cached version is behind).
+	defer s.catalogs.forget(id)
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		cur, err := s.getProduct(ctx, id, true)
 		if err != nil {
@@ -387,6 +430,7 @@ func (s *Store) bucketUpdate(p products.Product, i int, delta, need int64, was *
 // transaction, conditional on the version read (ifMatch covers the
 // buckets' too). Codes: NotFound, PreconditionFailed.
 func (s *Store) DeleteProduct(ctx context.Context, id string, ifMatch *int64) error {
+	defer s.catalogs.forget(id)
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		cur, err := s.getProduct(ctx, id, true)
 		if err != nil {

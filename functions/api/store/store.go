@@ -64,6 +64,11 @@ type Config struct {
 	// (default 400; the request's deadline, the API function's timeout,
 	// usually ends them first: a request stops a second before it).
 	MaxAttempts int
+	// CatalogCacheTTL is how long a product page reuses the catalog item of
+	// a one-bucket product that an earlier page on this instance read
+	// (default DefaultCatalogCacheTTL; negative: never). Within it a page
+	// reads only the product's stock bucket.
+	CatalogCacheTTL time.Duration
 }
 
 // Store reads and writes shopstream's tables.
@@ -74,6 +79,8 @@ type Store struct {
 
 	mu  sync.Mutex
 	rnd *rand.Rand
+
+	catalogs *catalogCache
 }
 
 // New returns a Store on db.
@@ -96,10 +103,14 @@ func New(db DB, cfg Config) *Store {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 400
 	}
+	if cfg.CatalogCacheTTL == 0 {
+		cfg.CatalogCacheTTL = DefaultCatalogCacheTTL
+	}
 	s := &Store{
-		cfg: cfg,
-		t:   cfg.Tables,
-		rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed)),
+		cfg:      cfg,
+		t:        cfg.Tables,
+		rnd:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed)),
+		catalogs: newCatalogCache(cfg.CatalogCacheTTL),
 	}
 	s.db = metered{conflicts{DB: db, s: s}}
 	return s

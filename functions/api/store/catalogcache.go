@@ -1,0 +1,106 @@
+package store
+
+import (
+	"sync"
+	"time"
+
+	"github.com/shopstream/shopstream/shared/products"
+)
+
+// DefaultCatalogCacheTTL is how long a product page may reuse a catalog item
+// it read (Config.CatalogCacheTTL): well inside the 5 s that the page's
+// Cache-Control already gives every cache.
+const DefaultCatalogCacheTTL = time.Second
+
+// catalogCacheSize bounds the cache: past it, expired entries go, and if
+// none has, everything does.
+const catalogCacheSize = 10_000
+
+// catalogCache keeps the catalog items of one-bucket products that product
+// pages read, with the bucket read beside them, so that the next page of the
+// same product within the TTL reads only its stock bucket. It answers from
+// the cache only while the bucket is as it was (version, units, name and
+// price): the page is then a state the product had within the TTL, never a
+// mix of an old catalog item and a newer bucket under one version.
+type catalogCache struct {
+	ttl time.Duration
+
+	mu    sync.Mutex
+	items map[string]cachedCatalog
+	// writes counts forget calls: a read that began before one is not
+	// kept, since it may predate the write.
+	writes uint64
+}
+
+type cachedCatalog struct {
+	p  products.Product // the catalog item alone: no stock, its own version
+	b  bucket           // bucket 0 as read with it
+	at time.Time
+}
+
+func newCatalogCache(ttl time.Duration) *catalogCache {
+	if ttl <= 0 {
+		return nil
+	}
+	return &catalogCache{ttl: ttl, items: map[string]cachedCatalog{}}
+}
+
+// get returns the catalog item of id and its bucket read within the TTL.
+func (c *catalogCache) get(id string) (cachedCatalog, bool) {
+	if c == nil {
+		return cachedCatalog{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[id]
+	if !ok || time.Since(e.at) >= c.ttl {
+		return cachedCatalog{}, false
+	}
+	return e, true
+}
+
+// generation is the count of writes so far, taken before a read.
+func (c *catalogCache) generation() uint64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// put keeps p, the catalog item of id, and b, its bucket, as read from
+// readAt on, unless this instance wrote a catalog item since (gen, taken
+// before the read).
+func (c *catalogCache) put(id string, p products.Product, b bucket, readAt time.Time, gen uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes != gen {
+		return
+	}
+	if len(c.items) >= catalogCacheSize {
+		for k, e := range c.items {
+			if time.Since(e.at) >= c.ttl {
+				delete(c.items, k)
+			}
+		}
+		if len(c.items) >= catalogCacheSize {
+			clear(c.items)
+		}
+	}
+	c.items[id] = cachedCatalog{p: p, b: b, at: readAt}
+}
+
+// forget drops id: this instance is writing its catalog item.
+func (c *catalogCache) forget(id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.items, id)
+	c.writes++
+	c.mu.Unlock()
+}

@@ -1,0 +1,124 @@
+package store_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/tables"
+)
+
+// reads counts the reads a store makes of the products table.
+type reads struct {
+	store.DB
+	table   string
+	catalog atomic.Int64
+}
+
+func (r *reads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if aws.ToString(in.TableName) == r.table {
+		r.catalog.Add(1)
+	}
+	return r.DB.GetItem(ctx, in, opts...)
+}
+
+func (r *reads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if _, ok := in.RequestItems[r.table]; ok {
+		r.catalog.Add(1)
+	}
+	return r.DB.BatchGetItem(ctx, in, opts...)
+}
+
+// TestProductPageReusesTheCatalogItem: within the cache's TTL a page of a
+// one-bucket product reads only its bucket while the bucket is as it was;
+// a bucket that moved (a sale, a stock change, a rename elsewhere) is joined
+// with a fresh catalog item; this instance's own writes and the TTL's end
+// send the page back to the catalog item. A cached page is always a state
+// the product had: another instance's description shows, with its version,
+// within the TTL.
+func TestProductPageReusesTheCatalogItem(t *testing.T) {
+	ctx := context.Background()
+	prefix := stacktest.Tables(t)
+	db := stacktest.DynamoDB(t)
+	ttl := 400 * time.Millisecond
+	counted := &reads{DB: db, table: tables.Physical(prefix, tables.Products)}
+	here := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: ttl})
+	there := store.New(db, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: -1})
+	p, err := here.CreateProduct(ctx, products.New{Name: "Kettle", Description: "Boils", Category: "kitchen", PriceCents: ptr[int64](500), Stock: ptr[int64](10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last products.Product
+	page := func(what string, catalogReads int64) products.Product {
+		t.Helper()
+		before := counted.catalog.Load()
+		got, err := here.GetProduct(ctx, p.ProductID)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := counted.catalog.Load() - before; n != catalogReads {
+			t.Errorf("%s: %d reads of the catalog, want %d", what, n, catalogReads)
+		}
+		last = got
+		return got
+	}
+	first := page("first page", 1)
+	if again := page("second page", 0); again.Version != first.Version || again.Stock != 10 || again.Name != "Kettle" {
+		t.Errorf("cached page: got %+v, want the first page's", again)
+	}
+
+	// A stock change elsewhere moves the bucket: the page reads the catalog
+	// again and shows both at once, then is cached again.
+	if _, err := there.PatchProduct(ctx, p.ProductID, products.Patch{StockDelta: ptr[int64](-3)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := page("page after a stock change elsewhere", 1); got.Stock != 7 || got.Version <= first.Version {
+		t.Errorf("after a stock change: stock %d version %d, want 7 and past %d", got.Stock, got.Version, first.Version)
+	}
+	page("page after that", 0)
+
+	// A rename elsewhere changes the bucket's copy of the name.
+	if _, err := there.PatchProduct(ctx, p.ProductID, products.Patch{Name: ptr("Teapot")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := page("page after a rename elsewhere", 1); got.Name != "Teapot" {
+		t.Errorf("after a rename elsewhere: name %q, want Teapot", got.Name)
+	}
+
+	// This instance's own write is seen by its next page.
+	if _, err := here.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := page("page after its own PATCH", 1); got.Description != "Brews" {
+		t.Errorf("after its own PATCH: description %q, want Brews", got.Description)
+	}
+
+	// A description elsewhere leaves the bucket as it was: the page stays
+	// the state before it, version included, until the TTL ends.
+	before := last
+	if _, err := there.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Steeps")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := page("page within the TTL", 0); got.Description != before.Description || got.Version != before.Version {
+		t.Errorf("within the TTL: %q at version %d, want the state before, %q at %d", got.Description, got.Version, before.Description, before.Version)
+	}
+	time.Sleep(ttl)
+	if got := page("page after the TTL", 1); got.Description != "Steeps" || got.Version <= before.Version {
+		t.Errorf("after the TTL: %q at version %d, want Steeps past %d", got.Description, got.Version, before.Version)
+	}
+
+	// Deleted elsewhere: the bucket is gone, so the page is a 404 at once.
+	if err := there.DeleteProduct(ctx, p.ProductID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := here.GetProduct(ctx, p.ProductID); err == nil {
+		t.Error("a product deleted elsewhere is still served")
+	}
+}
