@@ -12,24 +12,28 @@ import (
 // Cache-Control already gives every cache.
 const DefaultCatalogCacheTTL = time.Second
 
-// catalogCacheSize bounds the cache: past it, expired entries go, and if
-// none has, everything does.
-const catalogCacheSize = 10_000
+// catalogCacheSize bounds the cache (a catalog item is at most about 25 KB:
+// 25 MB): past it, expired entries go, and if none has, everything does.
+// The products that pages ask for many times a second are what it is for.
+const catalogCacheSize = 1_000
 
 // catalogCache keeps the catalog items of one-bucket products that product
-// pages read, with the bucket read beside them, so that the next page of the
-// same product within the TTL reads only its stock bucket. It answers from
-// the cache only while the bucket is as it was (version, units, name and
-// price): the page is then a state the product had within the TTL, never a
-// mix of an old catalog item and a newer bucket under one version.
+// pages read, with the bucket read beside them in the same request, so that
+// the next page of the same product within the TTL reads only its stock
+// bucket. It answers from the cache only while the bucket is as it was
+// (version, units, name and price): the page is then the one answered
+// before, repeated, never an older catalog item joined to a newer bucket.
 type catalogCache struct {
 	ttl time.Duration
 
 	mu    sync.Mutex
 	items map[string]cachedCatalog
-	// writes counts forget calls: a read that began before one is not
-	// kept, since it may predate the write.
+	// writes counts this instance's catalog writes: a read that began
+	// before one is not kept, since it may predate the write.
 	writes uint64
+	// least is, by product, the catalog version this instance last wrote:
+	// a read of an older one (a replica behind) is not kept.
+	least map[string]int64
 }
 
 type cachedCatalog struct {
@@ -42,7 +46,7 @@ func newCatalogCache(ttl time.Duration) *catalogCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &catalogCache{ttl: ttl, items: map[string]cachedCatalog{}}
+	return &catalogCache{ttl: ttl, items: map[string]cachedCatalog{}, least: map[string]int64{}}
 }
 
 // get returns the catalog item of id and its bucket read within the TTL.
@@ -78,7 +82,7 @@ func (c *catalogCache) put(id string, p products.Product, b bucket, readAt time.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.writes != gen {
+	if c.writes != gen || p.Version < c.least[id] {
 		return
 	}
 	if len(c.items) >= catalogCacheSize {
@@ -102,5 +106,28 @@ func (c *catalogCache) forget(id string) {
 	c.mu.Lock()
 	delete(c.items, id)
 	c.writes++
+	c.mu.Unlock()
+}
+
+// wrote records that this instance wrote version v of id's catalog item.
+func (c *catalogCache) wrote(id string, v int64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.least) >= catalogCacheSize {
+		clear(c.least) // a second later no replica is that far behind
+	}
+	c.least[id] = v
+}
+
+// drop removes an entry that no longer answers (its bucket moved).
+func (c *catalogCache) drop(id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.items, id)
 	c.mu.Unlock()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
@@ -120,5 +121,64 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	}
 	if _, err := here.GetProduct(ctx, p.ProductID); err == nil {
 		t.Error("a product deleted elsewhere is still served")
+	}
+}
+
+// switchable is a DB whose eventually consistent catalog reads can be made
+// to answer as a replica behind a write does (stale, from orderpath_test).
+type switchable struct {
+	store.DB
+	behind atomic.Pointer[stale]
+}
+
+func (s *switchable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if b := s.behind.Load(); b != nil {
+		return b.GetItem(ctx, in, opts...)
+	}
+	return s.DB.GetItem(ctx, in, opts...)
+}
+
+func (s *switchable) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if b := s.behind.Load(); b != nil {
+		return b.BatchGetItem(ctx, in, opts...)
+	}
+	return s.DB.BatchGetItem(ctx, in, opts...)
+}
+
+// TestOwnWriteIsNotUndoneByAReplicaBehind: after this instance's PATCH, a
+// page read from a replica that has not seen it yet may show the product as
+// it was (an eventually consistent read), but is not kept: the next page
+// reads the catalog item again instead of repeating the old one for the TTL.
+func TestOwnWriteIsNotUndoneByAReplicaBehind(t *testing.T) {
+	ctx := context.Background()
+	prefix := stacktest.Tables(t)
+	db := stacktest.DynamoDB(t)
+	catalog := tables.Physical(prefix, tables.Products)
+	sw := &switchable{DB: db}
+	counted := &reads{DB: sw, table: catalog}
+	st := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: time.Minute})
+	p, err := st.CreateProduct(ctx, products.New{Name: "Kettle", Description: "Boils", Category: "kitchen", PriceCents: ptr[int64](500), Stock: ptr[int64](10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(catalog), Key: map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: p.ProductID}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sw.behind.Store(&stale{DB: db, table: catalog, items: map[string]map[string]types.AttributeValue{p.ProductID: old.Item}})
+	if got, err := st.GetProduct(ctx, p.ProductID); err != nil || got.Description != "Boils" {
+		t.Fatalf("page from the replica behind: %q, %v; want the old description (the test's premise)", got.Description, err)
+	}
+	sw.behind.Store(nil)
+	before := counted.catalog.Load()
+	got, err := st.GetProduct(ctx, p.ProductID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Description != "Brews" || counted.catalog.Load()-before != 1 {
+		t.Errorf("next page: %q after %d catalog reads, want Brews read again, not the replica's page kept", got.Description, counted.catalog.Load()-before)
 	}
 }

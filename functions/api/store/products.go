@@ -90,14 +90,14 @@ func (s *Store) transact(ctx context.Context, op string, actions []types.Transac
 // GetProduct returns product id with the total of its stock buckets.
 // Codes: NotFound.
 func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, error) {
-	// A one-bucket product whose catalog item a page on this instance read
-	// within the cache's TTL: its bucket first, one GetItem as the first
-	// release's page was. A bucket as it was read with the catalog item
-	// makes the page the state the product had then; a bucket that moved
-	// (a sale, a PATCH) is joined with a fresh read of the catalog item, as
-	// the BatchGetItem below would; a bucket gone sends the page to it.
+	// A one-bucket product whose page this instance answered within the
+	// cache's TTL: its bucket first, one GetItem as the first release's page
+	// was. While the bucket is as it was read with the catalog item, the
+	// page is the one answered then, its stock unchanged. A bucket that
+	// moved, or is gone, sends the page to the full read below, which reads
+	// both items in one request as before (a second read of the catalog item
+	// after the bucket would widen the window in which the two disagree).
 	if c, ok := s.catalogs.get(id); ok {
-		gen := s.catalogs.generation()
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, 0)})
 		if err != nil {
 			return products.Product{}, fmt.Errorf("get product %s: %w", id, classify(err))
@@ -112,18 +112,8 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 				p.Stock, p.Version = b.Units, p.Version+b.Version
 				return p, nil
 			}
-			readAt := time.Now()
-			p, err := s.getProduct(ctx, id, false)
-			if err != nil {
-				return products.Product{}, err
-			}
-			if bucketsOf(p) == 1 && p.CatalogStock == nil {
-				s.catalogs.put(id, p, b, readAt, gen)
-				p.Stock, p.Version = b.Units, p.Version+b.Version
-				return p, nil
-			}
 		}
-		s.catalogs.forget(id)
+		s.catalogs.drop(id)
 	}
 	// One round trip for a product of one bucket, the most common: its
 	// catalog item and bucket 0 in one BatchGetItem, each read eventually
@@ -252,6 +242,8 @@ func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, i
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if err == nil {
+			// A replica behind this write must not refill the cache.
+			s.catalogs.wrote(id, next.Version)
 			next.Derive()
 			return next, nil
 		}
