@@ -46,14 +46,21 @@ func limitedStack(t *testing.T) (*endpoints.Stack, *stillClock) {
 // other answer must be a ProvisionedThroughputExceededException.
 func admitted(t *testing.T, n int, send func(i int) error) int {
 	t.Helper()
+	return admittedOr(t, n, send, func(err error) bool {
+		var pte *types.ProvisionedThroughputExceededException
+		return errors.As(err, &pte)
+	})
+}
+
+// admittedOr is admitted with the refusal the requests may meet.
+func admittedOr(t *testing.T, n int, send func(i int) error, refused func(error) bool) int {
+	t.Helper()
 	ok := 0
 	for i := 0; i < n; i++ {
-		err := send(i)
-		var pte *types.ProvisionedThroughputExceededException
-		switch {
+		switch err := send(i); {
 		case err == nil:
 			ok++
-		case errors.As(err, &pte):
+		case refused(err):
 		default:
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -200,9 +207,9 @@ func TestChargesAsAWSCharges(t *testing.T) {
 
 // createIndexedTable makes a table keyed by id (S) with a global index
 // byCategory on category (S), projecting everything.
-func createIndexedTable(t *testing.T, db *dynamodb.Client, name string) {
+func createIndexedTable(t *testing.T, db *dynamodb.Client, name string, opts ...func(*dynamodb.CreateTableInput)) {
 	t.Helper()
-	_, err := db.CreateTable(ctx(t), &dynamodb.CreateTableInput{
+	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -214,8 +221,11 @@ func createIndexedTable(t *testing.T, db *dynamodb.Client, name string) {
 			KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String("category"), KeyType: types.KeyTypeHash}},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
 		}},
-	})
-	if err != nil {
+	}
+	for _, o := range opts {
+		o(in)
+	}
+	if _, err := db.CreateTable(ctx(t), in); err != nil {
 		t.Fatalf("create table %s: %v", name, err)
 	}
 }

@@ -22,24 +22,10 @@ func TestTableMaximumThroughput(t *testing.T) {
 	st, clock := limitedStack(t)
 	db := st.DynamoDB()
 	table := stacktest.OwnPrefix(t) + "capped"
-	_, err := db.CreateTable(ctx(t), &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("category"), AttributeType: types.ScalarAttributeTypeS},
-		},
-		OnDemandThroughput: &types.OnDemandThroughput{MaxReadRequestUnits: aws.Int64(3), MaxWriteRequestUnits: aws.Int64(5)},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName:          aws.String("byCategory"),
-			KeySchema:          []types.KeySchemaElement{{AttributeName: aws.String("category"), KeyType: types.KeyTypeHash}},
-			Projection:         &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
-			OnDemandThroughput: &types.OnDemandThroughput{MaxReadRequestUnits: aws.Int64(100), MaxWriteRequestUnits: aws.Int64(2)},
-		}},
+	createIndexedTable(t, db, table, func(in *dynamodb.CreateTableInput) {
+		in.OnDemandThroughput = &types.OnDemandThroughput{MaxReadRequestUnits: aws.Int64(3), MaxWriteRequestUnits: aws.Int64(5)}
+		in.GlobalSecondaryIndexes[0].OnDemandThroughput = &types.OnDemandThroughput{MaxReadRequestUnits: aws.Int64(100), MaxWriteRequestUnits: aws.Int64(2)}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	put := func(id, category string) error {
 		item := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
 		if category != "" {
@@ -117,17 +103,8 @@ func TestTableMaximumThroughput(t *testing.T) {
 // every other answer must be a ThrottlingException.
 func admittedUnderMax(t *testing.T, n int, send func(i int) error) int {
 	t.Helper()
-	ok := 0
-	for i := 0; i < n; i++ {
-		err := send(i)
+	return admittedOr(t, n, send, func(err error) bool {
 		var te *types.ThrottlingException
-		switch {
-		case err == nil:
-			ok++
-		case errors.As(err, &te):
-		default:
-			t.Fatalf("request %d: %v", i, err)
-		}
-	}
-	return ok
+		return errors.As(err, &te)
+	})
 }
