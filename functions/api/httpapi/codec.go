@@ -169,7 +169,7 @@ func binding(pattern, path string, q url.Values) string {
 // writePage answers a page of items with the cursor of the next page. A
 // page whose body, as Lambda carries it, would exceed the page budget is
 // cut after the items that fit (at least one), its cursor continuing there.
-func writePage[T any](h *Handler, w http.ResponseWriter, p paging, page store.Page[T]) error {
+func writePage[T any](h *Handler, w http.ResponseWriter, r *http.Request, p paging, page store.Page[T]) error {
 	if page.Items == nil {
 		page.Items = []T{}
 	}
@@ -192,7 +192,7 @@ func writePage[T any](h *Handler, w http.ResponseWriter, p paging, page store.Pa
 				break
 			}
 		}
-		h.deps.Logger.Info("page cut to fit Lambda's response", "items", len(cut.Items), "of", len(full), "bytes", escapedLen(body), "budget", budget)
+		h.deps.Logger.InfoContext(r.Context(), "page cut to fit Lambda's response", "items", len(cut.Items), "of", len(full), "bytes", escapedLen(body), "budget", budget)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

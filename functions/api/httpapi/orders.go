@@ -109,7 +109,7 @@ func (h *Handler) listUserOrders(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writePage(h, w, p, page)
+	return writePage(h, w, r, p, page)
 }
 
 func (h *Handler) listOpenOrders(w http.ResponseWriter, r *http.Request) error {
@@ -129,5 +129,5 @@ func (h *Handler) listOpenOrders(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writePage(h, w, p, page)
+	return writePage(h, w, r, p, page)
 }

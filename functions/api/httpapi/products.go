@@ -92,5 +92,5 @@ func (h *Handler) listProducts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writePage(h, w, p, page)
+	return writePage(h, w, r, p, page)
 }

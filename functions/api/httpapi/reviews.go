@@ -52,7 +52,7 @@ func (h *Handler) listProductReviews(w http.ResponseWriter, r *http.Request) err
 			return err
 		}
 	}
-	return writePage(h, w, p, page)
+	return writePage(h, w, r, p, page)
 }
 
 func (h *Handler) listUserReviews(w http.ResponseWriter, r *http.Request) error {
@@ -64,5 +64,5 @@ func (h *Handler) listUserReviews(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writePage(h, w, p, page)
+	return writePage(h, w, r, p, page)
 }
