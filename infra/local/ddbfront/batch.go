@@ -135,15 +135,21 @@ func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission,
 			entries = append(entries, entry{table, raw})
 		}
 	}
-	charges, _, err := l.writeCharges(ctx, refs, false)
+	adm := &admission{l: l, op: "BatchWriteItem"}
+	charges, _, err := l.writeCharges(ctx, adm, refs, false)
+	for i := range adm.tracks {
+		// A batch's items succeed or stay unprocessed one by one: none
+		// leaves an image.
+		adm.tracks[i].known = false
+	}
 	if err != nil {
+		adm.releaseNow()
 		return nil, nil
 	}
 	byPos := make([][]charge, len(refs))
 	for _, c := range charges {
 		byPos[c.pos] = append(byPos[c.pos], c)
 	}
-	adm := &admission{l: l, op: "BatchWriteItem"}
 	kept := map[string]json.RawMessage{}
 	keptItems := map[string][]json.RawMessage{}
 	refused := map[string][]json.RawMessage{}
@@ -160,6 +166,7 @@ func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission,
 		adm.writeID = append(adm.writeID, r.id)
 	}
 	if len(adm.writeID) == 0 && len(refs) > 0 {
+		adm.releaseNow()
 		return nil, throttled(first)
 	}
 	l.mu.Lock()

@@ -59,6 +59,10 @@ type Config struct {
 	// Limits are AWS's transaction conflicts and partition throughput,
 	// enforced unless Limits.Off.
 	Limits Limits
+	// UpstreamConcurrency bounds the item and stream record requests in
+	// flight at DynamoDB Local; a transaction holding its items goes first
+	// (default DefaultUpstreamConcurrency; negative: unbounded).
+	UpstreamConcurrency int
 }
 
 // Front is the DynamoDB endpoint.
@@ -108,12 +112,20 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		l.close()
 		return nil, err
 	}
+	transport := gatedTransport{g: newGate(cfg.UpstreamConcurrency), rt: &http.Transport{
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+		DisableCompression: true,
+	}}
+	if transport.g != nil {
+		// The front's own reads (pricing a write, the sweeper's) take
+		// their turn at the gate too.
+		cfg.DynamoDB = dynamodb.New(cfg.DynamoDB.Options(), func(o *dynamodb.Options) {
+			o.HTTPClient = gatedClient{g: transport.g, c: o.HTTPClient}
+		})
+	}
 	f := &Front{
-		cfg: cfg,
-		client: &http.Client{Transport: &http.Transport{
-			MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			DisableCompression: true,
-		}},
+		cfg:       cfg,
+		client:    &http.Client{Transport: transport},
 		ledger:    l,
 		ttl:       ttl,
 		faults:    &faults{},
@@ -228,7 +240,11 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if adm != nil && adm.rewrite != nil {
 		body = adm.rewrite.forward
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, f.cfg.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	fctx := r.Context()
+	if adm.holds() {
+		fctx = urgent(fctx)
+	}
+	req, err := http.NewRequestWithContext(fctx, r.Method, f.cfg.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", err.Error())
 		return
@@ -275,6 +291,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.positions.forget(in.TableName)
 			if f.limits != nil {
 				f.limits.schemas.forget(in.TableName)
+				f.limits.forgetImages(in.TableName)
 			}
 			if target == "DynamoDB_20120810.DeleteTable" {
 				if err := f.ttl.forget(in.TableName); err != nil {

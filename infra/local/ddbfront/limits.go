@@ -105,6 +105,10 @@ type limiter struct {
 	writes  map[string]int    // items under a single-item write
 	buckets map[string]*tokenBucket
 	stats   LimitStats
+	// imgs, flights and tokens are the image cache's (imagecache.go).
+	imgs    map[string]imageEntry
+	flights map[string]*flight
+	tokens  map[string]time.Time
 }
 
 func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {
@@ -148,7 +152,14 @@ type admission struct {
 	op      string
 	txIDs   []string
 	writeID []string
-	reads   []readCharge
+	// tracks are the written items, for the image cache; committed says
+	// DynamoDB Local answered the write 200; token is a transaction's
+	// ClientRequestToken, replay that it committed before.
+	tracks    []imageTrack
+	committed bool
+	token     string
+	replay    bool
+	reads     []readCharge
 	// settle are the writes whose item after was not known before the
 	// write: charged the rest once DynamoDB Local has answered.
 	settle []settlement
@@ -340,7 +351,7 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 		l.mu.Unlock()
 		return nil, cancellationOf(codes)
 	}
-	adm := &admission{l: l, op: op, start: time.Now()}
+	adm := &admission{l: l, op: op, start: time.Now(), token: token, replay: l.replayed(token, time.Now())}
 	for _, r := range refs {
 		h := l.txItems[r.id]
 		h.count++
@@ -350,7 +361,7 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 	}
 	l.mu.Unlock()
 
-	charges, settle, err := l.writeCharges(ctx, refs, true)
+	charges, settle, err := l.writeCharges(urgent(ctx), adm, refs, true)
 	if err != nil {
 		return adm, nil
 	}
@@ -387,7 +398,7 @@ func (l *limiter) admitWriteRef(ctx context.Context, op string, r ref) (*admissi
 	l.writes[r.id]++
 	l.mu.Unlock()
 	adm := &admission{l: l, op: op, writeID: []string{r.id}}
-	charges, settle, err := l.writeCharges(ctx, []ref{r}, false)
+	charges, settle, err := l.writeCharges(ctx, adm, []ref{r}, false)
 	if err != nil {
 		return adm, nil
 	}
@@ -464,10 +475,19 @@ func (a *admission) hold(ctx context.Context) {
 	}
 }
 
+// holds says whether a is a transaction's that holds its items.
+func (a *admission) holds() bool { return a != nil && len(a.txIDs) > 0 }
+
 func (a *admission) releaseNow() {
 	l := a.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
+	l.endWrites(a.tracks, a.committed, now)
+	if a.committed && len(a.txIDs) > 0 {
+		l.committedToken(a.token, now)
+	}
+	a.tracks = nil
 	for _, id := range a.txIDs {
 		h := l.txItems[id]
 		if h.count--; h.count <= 0 {
@@ -622,8 +642,12 @@ func (b bucketKey) tableLevel() bucketKey {
 // entry put), a local index's in the item's own. An Update whose item after
 // cannot be computed is charged on its item before and settled once written
 // (settle).
-func (l *limiter) writeCharges(ctx context.Context, refs []ref, transactional bool) ([]charge, []settlement, error) {
-	before, err := l.images(ctx, refs)
+func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, transactional bool) ([]charge, []settlement, error) {
+	l.mu.Lock()
+	hits, tracks := l.startWrites(refs, time.Now())
+	adm.tracks = tracks
+	l.mu.Unlock()
+	before, err := l.imagesOf(ctx, refs, hits)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -648,6 +672,11 @@ func (l *limiter) writeCharges(ctx context.Context, refs []ref, transactional bo
 			if r.actionsErr != nil || err != nil {
 				after, known = old, false
 			}
+		}
+		tr := &adm.tracks[i]
+		tr.after, tr.known = after, known && !adm.replay
+		if e, ok := hits[r.id]; ok {
+			tr.readAt = e.readAt
 		}
 		cs := chargesOf(t, i, r, old, after, transactional)
 		if !known {
@@ -732,10 +761,21 @@ func (a *admission) settleWrites(ctx context.Context) {
 
 // images reads the items refs name, except Puts', as they are now.
 func (l *limiter) images(ctx context.Context, refs []ref) (map[string]map[string]types.AttributeValue, error) {
+	return l.imagesOf(ctx, refs, nil)
+}
+
+// imagesOf is images with the items the image cache holds taken from have.
+func (l *limiter) imagesOf(ctx context.Context, refs []ref, have map[string]imageEntry) (map[string]map[string]types.AttributeValue, error) {
 	out := map[string]map[string]types.AttributeValue{}
 	req := map[string]types.KeysAndAttributes{}
 	seen := map[string]bool{}
 	for _, r := range refs {
+		if e, ok := have[r.id]; ok {
+			if e.item != nil {
+				out[r.id] = e.item
+			}
+			continue
+		}
 		if r.kind == "Put" || seen[r.id] {
 			continue
 		}

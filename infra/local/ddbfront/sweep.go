@@ -169,6 +169,10 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 			return 0, err
 		}
 	}
+	// The deletes bypass the limits: the writes of these items they overlap
+	// must not leave an image behind (imagecache.go).
+	done := f.limits.sweeping(ctx, table, keys)
+	defer done()
 	deleted := make([]bool, len(keys))
 	errs := make([]error, len(keys))
 	var wg sync.WaitGroup

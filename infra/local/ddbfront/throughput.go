@@ -338,6 +338,7 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 	if a == nil {
 		return nil
 	}
+	a.committed = status == 200
 	if status != 200 {
 		// A refused request reads nothing: what a BatchGetItem's
 		// admission took goes back.

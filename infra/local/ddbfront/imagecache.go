@@ -1,0 +1,179 @@
+package ddbfront
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The front prices a write by the item it changes (the larger of before and
+// after), which it reads from DynamoDB Local first: a call AWS does not make,
+// paid on this machine by every write. Every write passes through the front,
+// so the item a write it saw commit left behind is the item as it is now,
+// until the next write of it: the image cache keeps that item, and the next
+// write is priced from it without reading. An image is kept only when the
+// write that made it was the only write of its item in flight from its
+// admission to its answer, its outcome is known (200), and its item after is
+// computed exactly; any other write of the item drops it, and an image is
+// read again at least every imageTTL.
+
+// imageTTL bounds how long an image derived from a read stays in use.
+const imageTTL = 5 * time.Second
+
+// maxImages bounds the cache; past it the cache starts again empty.
+const maxImages = 50_000
+
+// tokenTTL is how long DynamoDB keeps a transaction's ClientRequestToken: a
+// transaction sent again with it within that time is not applied again.
+const tokenTTL = 10 * time.Minute
+
+type imageEntry struct {
+	item   map[string]types.AttributeValue
+	readAt time.Time
+}
+
+// flight counts the writes of one item in progress; seq numbers their
+// admissions.
+type flight struct {
+	count int
+	seq   uint64
+}
+
+// imageTrack is one written item of an admission: what the item will be if
+// the write commits.
+type imageTrack struct {
+	id     string
+	seq    uint64
+	exact  bool // no other write of the item was in flight at admission
+	known  bool // after is the item after the write
+	after  map[string]types.AttributeValue
+	readAt time.Time
+}
+
+// startWrites registers the writes of refs as in flight and returns the
+// images the cache holds for them. Callers hold l.mu.
+func (l *limiter) startWrites(refs []ref, now time.Time) (map[string]imageEntry, []imageTrack) {
+	if l.imgs == nil {
+		l.imgs, l.flights = map[string]imageEntry{}, map[string]*flight{}
+	}
+	hits := map[string]imageEntry{}
+	tracks := make([]imageTrack, 0, len(refs))
+	for _, r := range refs {
+		fl := l.flights[r.id]
+		if fl == nil {
+			fl = &flight{}
+			l.flights[r.id] = fl
+		}
+		exact := fl.count == 0
+		if e, ok := l.imgs[r.id]; ok && exact && now.Sub(e.readAt) < imageTTL {
+			hits[r.id] = e
+		}
+		delete(l.imgs, r.id)
+		fl.count++
+		fl.seq++
+		tracks = append(tracks, imageTrack{id: r.id, seq: fl.seq, exact: exact, readAt: now})
+	}
+	return hits, tracks
+}
+
+// endWrites ends an admission's writes; committed says its answer was a
+// success. Callers hold l.mu.
+func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) {
+	for _, t := range tracks {
+		fl := l.flights[t.id]
+		if fl == nil {
+			continue
+		}
+		fl.count--
+		if committed && t.known && t.exact && fl.seq == t.seq {
+			if len(l.imgs) >= maxImages {
+				clear(l.imgs)
+			}
+			l.imgs[t.id] = imageEntry{item: t.after, readAt: t.readAt}
+		}
+		if fl.count <= 0 {
+			delete(l.flights, t.id)
+		}
+	}
+}
+
+// replayed says whether a transaction with token committed within
+// tokenTTL: DynamoDB answers it again without applying it. Callers hold
+// l.mu.
+func (l *limiter) replayed(token string, now time.Time) bool {
+	if token == "" {
+		return false
+	}
+	at, ok := l.tokens[token]
+	return ok && now.Sub(at) < tokenTTL
+}
+
+// committedToken remembers a committed transaction's token. Callers hold
+// l.mu.
+func (l *limiter) committedToken(token string, now time.Time) {
+	if token == "" {
+		return
+	}
+	if l.tokens == nil {
+		l.tokens = map[string]time.Time{}
+	}
+	if len(l.tokens) >= maxImages {
+		for t, at := range l.tokens {
+			if now.Sub(at) >= tokenTTL {
+				delete(l.tokens, t)
+			}
+		}
+	}
+	l.tokens[token] = now
+}
+
+// forgetImages drops the images of table's items, and keeps the writes of
+// them in flight from leaving one: the table was deleted or created again.
+func (l *limiter) forgetImages(table string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prefix := table + "\x00"
+	for id := range l.imgs {
+		if strings.HasPrefix(id, prefix) {
+			delete(l.imgs, id)
+		}
+	}
+	for id, fl := range l.flights {
+		if strings.HasPrefix(id, prefix) {
+			fl.seq++
+		}
+	}
+}
+
+// sweeping registers the TTL sweeper's deletes of keys in table as writes
+// in flight, whose outcome is not followed: done ends them.
+func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]types.AttributeValue) (done func()) {
+	if l == nil {
+		return func() {}
+	}
+	t, err := l.schemas.get(ctx, table)
+	if err != nil {
+		// Unknown table: drop what may be kept of it, before and after.
+		l.forgetImages(table)
+		return func() { l.forgetImages(table) }
+	}
+	refs := make([]ref, 0, len(keys))
+	for _, k := range keys {
+		if _, id, err := itemKey(t, table, k, "key"); err == nil {
+			refs = append(refs, ref{table: table, id: id})
+		}
+	}
+	l.mu.Lock()
+	_, tracks := l.startWrites(refs, time.Now())
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.endWrites(tracks, false, time.Now())
+	}
+}
