@@ -1,0 +1,131 @@
+package ddbfront
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// An image is kept only from a write that was alone on its item from its
+// admission to its answer and committed, and a write sent again with a
+// committed transaction's token leaves none.
+func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
+	now := time.Now()
+	it := map[string]types.AttributeValue{"pk": s("a"), "v": n("1")}
+	r := ref{table: "t", id: "t\x00a", kind: "Put", item: it}
+	start := func(l *limiter) []imageTrack {
+		_, tr := l.startWrites([]ref{r}, now)
+		tr[0].known, tr[0].after = true, it
+		return tr
+	}
+	cached := func(l *limiter) bool {
+		hits, tr := l.startWrites([]ref{r}, now)
+		l.endWrites(tr, false, now)
+		_, ok := hits[r.id]
+		return ok
+	}
+
+	t.Run("alone and committed", func(t *testing.T) {
+		l := &limiter{}
+		l.endWrites(start(l), true, now)
+		if !cached(l) {
+			t.Fatal("no image after a lone committed write")
+		}
+		if cached(l) {
+			t.Fatal("an image outlived a write whose outcome was not followed")
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		l := &limiter{}
+		l.endWrites(start(l), false, now)
+		if cached(l) {
+			t.Fatal("an image from a write that did not commit")
+		}
+	})
+	t.Run("overlapped, either ending first", func(t *testing.T) {
+		for _, aFirst := range []bool{true, false} {
+			l := &limiter{}
+			a, b := start(l), start(l)
+			if aFirst {
+				l.endWrites(a, true, now)
+				l.endWrites(b, true, now)
+			} else {
+				l.endWrites(b, true, now)
+				l.endWrites(a, true, now)
+			}
+			if cached(l) {
+				t.Fatalf("an image from overlapping writes (first admitted ends first: %v)", aFirst)
+			}
+		}
+	})
+	t.Run("too old", func(t *testing.T) {
+		l := &limiter{}
+		l.endWrites(start(l), true, now)
+		hits, tr := l.startWrites([]ref{r}, now.Add(imageTTL))
+		l.endWrites(tr, false, now)
+		if len(hits) != 0 {
+			t.Fatal("an image used past imageTTL")
+		}
+	})
+	t.Run("a table deleted meanwhile", func(t *testing.T) {
+		l := &limiter{}
+		a := start(l)
+		l.forgetImages("t")
+		l.endWrites(a, true, now)
+		if cached(l) {
+			t.Fatal("an image from a write that overlapped the table's deletion")
+		}
+	})
+	t.Run("a replayed token", func(t *testing.T) {
+		l := &limiter{}
+		if l.replayed("tok", now) {
+			t.Fatal("an unknown token counted as replayed")
+		}
+		l.committedToken("tok", now)
+		if !l.replayed("tok", now.Add(time.Minute)) || l.replayed("tok", now.Add(tokenTTL)) {
+			t.Fatal("a committed token is a replay within tokenTTL only")
+		}
+	})
+}
+
+// A transaction holding its items is let through the gate before the
+// requests that waited longer, and a waiter that gives up frees nothing it
+// did not hold.
+func TestGateLetsTransactionsFirst(t *testing.T) {
+	g := newGate(1)
+	bg := context.Background()
+	if err := g.acquire(bg); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 2)
+	waiting := func(name string, ctx context.Context) {
+		go func() {
+			if g.acquire(ctx) == nil {
+				order <- name
+			}
+		}()
+	}
+	waiting("read", bg)
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[1]) == 1 })
+	gone, cancel := context.WithCancel(bg)
+	waiting("abandoned", gone)
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[1]) == 2 })
+	cancel()
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[1]) == 1 })
+	waiting("transaction", urgent(bg))
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[0]) == 1 })
+	g.release()
+	if got := <-order; got != "transaction" {
+		t.Fatalf("first through: %s, want the transaction", got)
+	}
+	g.release()
+	if got := <-order; got != "read" {
+		t.Fatalf("second through: %s, want the read", got)
+	}
+	g.release()
+	if g.free != 1 {
+		t.Fatalf("free slots %d after every holder left, want 1", g.free)
+	}
+}

@@ -1,0 +1,69 @@
+package ddbfront_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+)
+
+// A write priced from the item the front saw the previous write leave (the
+// image cache) is charged what AWS charges: the larger of the item before
+// and after, twice in a transaction. Each step writes item 0 of one
+// partition; what it was charged is read from how many one-unit writes of
+// the partition's other items still pass on a still clock at 12 units.
+func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
+	st, clock := limitedStack(t)
+	db := st.DynamoDB()
+	table := stacktest.OwnPrefix(t) + "priced"
+	createTable(t, db, table, "")
+	fiveKB := &types.AttributeValueMemberS{Value: strings.Repeat("x", 5_000)}
+	update := func(expr string, vals map[string]types.AttributeValue) error {
+		_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{
+			TableName: aws.String(table), Key: key("p", 0), UpdateExpression: aws.String(expr),
+			ExpressionAttributeValues: vals,
+		}, noRetry)
+		return err
+	}
+	steps := []struct {
+		name  string
+		write func() error
+		units int
+	}{
+		{"put a 5 KB item", func() error {
+			_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("p", 0, map[string]types.AttributeValue{"body": fiveKB})}, noRetry)
+			return err
+		}, 5},
+		{"a small change of it", func() error { return update("SET v = :v", map[string]types.AttributeValue{":v": num(1)}) }, 5},
+		{"its body removed in a transaction", func() error {
+			_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+				TableName: aws.String(table), Key: key("p", 0), UpdateExpression: aws.String("REMOVE body"),
+			}}}}, noRetry)
+			return err
+		}, 10},
+		{"a small change of the small item", func() error { return update("SET v = :v", map[string]types.AttributeValue{":v": num(2)}) }, 1},
+		{"its body back", func() error { return update("SET body = :b", map[string]types.AttributeValue{":b": fiveKB}) }, 5},
+		{"deleted", func() error {
+			_, err := db.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key("p", 0)}, noRetry)
+			return err
+		}, 5},
+		{"created again by an update", func() error { return update("SET v = :v", map[string]types.AttributeValue{":v": num(4)}) }, 1},
+	}
+	for i, s := range steps {
+		clock.refill()
+		if err := s.write(); err != nil {
+			t.Fatalf("step %d, %s: %v", i, s.name, err)
+		}
+		probes := admitted(t, 13, func(j int) error {
+			_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("p", 100+j, nil)}, noRetry)
+			return err
+		})
+		if got := 12 - probes; got != s.units {
+			t.Errorf("step %d, %s: charged %d units, want %d", i, s.name, got, s.units)
+		}
+	}
+}
