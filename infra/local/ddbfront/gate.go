@@ -7,22 +7,26 @@ import (
 	"sync"
 )
 
-// DefaultUpstreamConcurrency is how many data requests the front has in
-// flight at DynamoDB Local at once by default: about what its one SQLite
-// thread and two cores serve without queueing inside the JVM.
-const DefaultUpstreamConcurrency = 4
+// DefaultUpstreamConcurrency is how many item requests the front lets in
+// flight at DynamoDB Local while a transaction holding its items is there
+// (docs/decisions.md: 4 and 8 measured, 16 lengthened the holds).
+const DefaultUpstreamConcurrency = 8
 
-// gate bounds the data requests in flight at DynamoDB Local and serves the
-// waiting ones of a transaction that holds its items first. On AWS a
-// transaction holds its items for its two phases on their own partitions,
-// whatever else the account is doing; locally every request queues at one
-// process, so without the gate a transaction would hold its items for the
-// whole queue ahead of it (docs/decisions.md, "Transactions go first at
-// DynamoDB Local").
+// gate bounds the data requests in flight at DynamoDB Local while a
+// transaction that holds its items is among them, and serves the waiting
+// ones of such transactions first. On AWS a transaction holds its items
+// for its two phases on their own partitions, whatever else the account is
+// doing; locally every request queues at one process, so without the gate
+// a transaction would hold its items for the whole queue ahead of it
+// (docs/decisions.md, "Transactions go first at DynamoDB Local"). With no
+// such transaction about, requests pass unbounded: reads alone are served
+// fastest by DynamoDB Local's many threads.
 type gate struct {
-	mu      sync.Mutex
-	free    int
-	waiting [2][]chan struct{} // urgent first
+	mu       sync.Mutex
+	limit    int
+	inflight int
+	urgent   int                // urgent requests in flight or waiting
+	waiting  [2][]chan struct{} // urgent first
 }
 
 func newGate(n int) *gate {
@@ -32,7 +36,7 @@ func newGate(n int) *gate {
 	if n < 0 {
 		return nil
 	}
-	return &gate{free: n}
+	return &gate{limit: n}
 }
 
 type urgentKey struct{}
@@ -41,14 +45,19 @@ type urgentKey struct{}
 // that holds its items.
 func urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
 
+func isUrgent(ctx context.Context) bool { return ctx.Value(urgentKey{}) != nil }
+
 func (g *gate) acquire(ctx context.Context) error {
 	prio := 1
-	if ctx.Value(urgentKey{}) != nil {
+	if isUrgent(ctx) {
 		prio = 0
 	}
 	g.mu.Lock()
-	if g.free > 0 {
-		g.free--
+	if prio == 0 {
+		g.urgent++
+	}
+	if g.inflight < g.limit || (prio == 1 && g.urgent == 0) {
+		g.inflight++
 		g.mu.Unlock()
 		return nil
 	}
@@ -63,28 +72,40 @@ func (g *gate) acquire(ctx context.Context) error {
 		for i, c := range g.waiting[prio] {
 			if c == ch {
 				g.waiting[prio] = append(g.waiting[prio][:i], g.waiting[prio][i+1:]...)
+				if prio == 0 {
+					g.urgent--
+				}
+				g.grant()
 				g.mu.Unlock()
 				return ctx.Err()
 			}
 		}
 		g.mu.Unlock()
-		g.release() // granted meanwhile: pass the slot on
+		g.release(ctx) // granted meanwhile: pass the slot on
 		return ctx.Err()
 	}
 }
 
-func (g *gate) release() {
+func (g *gate) release(ctx context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.inflight--
+	if isUrgent(ctx) {
+		g.urgent--
+	}
+	g.grant()
+}
+
+// grant lets waiting requests in while there is room, urgent ones first,
+// and every waiting one once no urgent request is left. Callers hold g.mu.
+func (g *gate) grant() {
 	for p := range g.waiting {
-		if len(g.waiting[p]) > 0 {
-			ch := g.waiting[p][0]
+		for len(g.waiting[p]) > 0 && (g.inflight < g.limit || g.urgent == 0) {
+			close(g.waiting[p][0])
 			g.waiting[p] = g.waiting[p][1:]
-			close(ch)
-			return
+			g.inflight++
 		}
 	}
-	g.free++
 }
 
 // gatedTransport passes the data plane's requests through the gate; the
@@ -116,7 +137,7 @@ func (g *gate) pass(req *http.Request, send func(*http.Request) (*http.Response,
 	if err := g.acquire(req.Context()); err != nil {
 		return nil, err
 	}
-	defer g.release()
+	defer g.release(req.Context())
 	return send(req)
 }
 

@@ -90,13 +90,22 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	})
 }
 
-// A transaction holding its items is let through the gate before the
-// requests that waited longer, and a waiter that gives up frees nothing it
-// did not hold.
+// Reads pass the gate unbounded while no transaction holding its items is
+// about; with one about, at most the limit is in flight, a waiting
+// transaction goes before the requests that waited longer, and a waiter
+// that gives up takes no slot with it.
 func TestGateLetsTransactionsFirst(t *testing.T) {
 	g := newGate(1)
-	bg := context.Background()
-	if err := g.acquire(bg); err != nil {
+	bg, tx := context.Background(), urgent(context.Background())
+	for range 3 {
+		if err := g.acquire(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		g.release(bg)
+	}
+	if err := g.acquire(tx); err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan string, 2)
@@ -107,25 +116,28 @@ func TestGateLetsTransactionsFirst(t *testing.T) {
 			}
 		}()
 	}
+	queued := func(p, n int) func() bool {
+		return func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[p]) == n }
+	}
 	waiting("read", bg)
-	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[1]) == 1 })
+	waitFor(t, queued(1, 1))
 	gone, cancel := context.WithCancel(bg)
 	waiting("abandoned", gone)
-	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[1]) == 2 })
+	waitFor(t, queued(1, 2))
 	cancel()
-	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[1]) == 1 })
-	waiting("transaction", urgent(bg))
-	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.waiting[0]) == 1 })
-	g.release()
+	waitFor(t, queued(1, 1))
+	waiting("transaction", tx)
+	waitFor(t, queued(0, 1))
+	g.release(tx)
 	if got := <-order; got != "transaction" {
 		t.Fatalf("first through: %s, want the transaction", got)
 	}
-	g.release()
+	g.release(tx)
 	if got := <-order; got != "read" {
 		t.Fatalf("second through: %s, want the read", got)
 	}
-	g.release()
-	if g.free != 1 {
-		t.Fatalf("free slots %d after every holder left, want 1", g.free)
+	g.release(bg)
+	if g.inflight != 0 || g.urgent != 0 {
+		t.Fatalf("in flight %d, urgent %d after every holder left, want 0 and 0", g.inflight, g.urgent)
 	}
 }
