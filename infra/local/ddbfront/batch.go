@@ -373,6 +373,7 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 	for i, s := range req.Statements {
 		st, err := l.statementOf(s.Statement, s.Parameters)
 		if err != nil {
+			adm.untracked = true // a write, maybe, the limits cannot name
 			kept = append(kept, raw.Statements[i])
 			continue
 		}
@@ -391,6 +392,7 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 		}
 		r, err := l.refOfStatement(ctx, st)
 		if err != nil {
+			adm.untracked = true
 			kept = append(kept, raw.Statements[i])
 			continue
 		}
@@ -405,6 +407,11 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 		case one != nil:
 			adm.writeID = append(adm.writeID, one.writeID...)
 			adm.settle = append(adm.settle, one.settle...)
+			for _, t := range one.tracks {
+				// The batch's 200 does not say this statement applied.
+				t.known = false
+				adm.tracks = append(adm.tracks, t)
+			}
 		}
 		kept = append(kept, raw.Statements[i])
 	}

@@ -233,6 +233,12 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.answer(w, func() (any, error) { return f.describeTimeToLive(r.Context(), body) })
 		return
 	}
+	if writeTargets[target] && f.limits != nil && (adm == nil || adm.untracked) {
+		// A write the limits could not name: no image may outlive it,
+		// nor come from a write it overlapped (imagecache.go).
+		f.limits.forgetAllImages()
+		defer f.limits.forgetAllImages()
+	}
 	var streams []string
 	if writeTargets[target] {
 		streams = f.positions.before(r.Context(), writtenTables(op, body))

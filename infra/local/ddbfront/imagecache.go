@@ -150,6 +150,20 @@ func (l *limiter) forgetImages(table string) {
 	}
 }
 
+// forgetAllImages drops every image, and keeps every write in flight from
+// leaving one: a write the limits could not name went by.
+func (l *limiter) forgetAllImages() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.imgs)
+	for _, fl := range l.flights {
+		fl.seq++
+	}
+}
+
 // sweeping registers the TTL sweeper's deletes of keys in table as writes
 // in flight, whose outcome is not followed: done ends them.
 func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]types.AttributeValue) (done func()) {

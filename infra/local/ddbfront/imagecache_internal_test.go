@@ -141,3 +141,26 @@ func TestGateLetsTransactionsFirst(t *testing.T) {
 		t.Fatalf("in flight %d, urgent %d after every holder left, want 0 and 0", g.inflight, g.urgent)
 	}
 }
+
+// A write that went upstream without an answer deciding it may still land:
+// its item stays in flight, so no write overlapping it leaves an image,
+// and a transaction sent again with its token counts as a replay.
+func TestUndecidedWriteStaysInFlight(t *testing.T) {
+	now := time.Now()
+	r := ref{table: "t", id: "t\x00a", kind: "Put"}
+	for _, answered := range []bool{true, false} {
+		l := &limiter{}
+		a := &admission{l: l, txIDs: []string{r.id}, token: "tok", answered: answered}
+		l.mu.Lock()
+		_, a.tracks = l.startWrites([]ref{r}, now)
+		l.mu.Unlock()
+		a.release()
+		_, next := l.startWrites([]ref{r}, now)
+		if next[0].exact == !answered {
+			t.Errorf("answered %v: a write after it alone on the item: %v, want %v", answered, next[0].exact, answered)
+		}
+		if l.replayed("tok", now) == answered {
+			t.Errorf("answered %v (not committed): token counted as a replay: %v, want %v", answered, !answered, !answered)
+		}
+	}
+}

@@ -12,8 +12,9 @@ import (
 )
 
 // A write priced from the item the front saw the previous write leave (the
-// image cache) is charged what AWS charges: the larger of the item before
-// and after, twice in a transaction. Each step writes item 0 of one
+// image cache), or from the item read when there is none, is charged what
+// AWS charges: the larger of the item before and after, twice in a
+// transaction, a Put that replaces an item included. Each step writes item 0 of one
 // partition; what it was charged is read from how many one-unit writes of
 // the partition's other items still pass on a still clock at 12 units.
 func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
@@ -52,6 +53,16 @@ func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
 			return err
 		}, 5},
 		{"created again by an update", func() error { return update("SET v = :v", map[string]types.AttributeValue{":v": num(4)}) }, 1},
+		{"written 5 KB by a batch, which leaves no image", func() error {
+			_, err := db.BatchWriteItem(ctx(t), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{
+				table: {{PutRequest: &types.PutRequest{Item: item("p", 0, map[string]types.AttributeValue{"body": fiveKB})}}},
+			}}, noRetry)
+			return err
+		}, 5},
+		{"replaced by a small item: the 5 KB before read", func() error {
+			_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("p", 0, nil)}, noRetry)
+			return err
+		}, 5},
 	}
 	for i, s := range steps {
 		clock.refill()
@@ -65,5 +76,41 @@ func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
 		if got := 12 - probes; got != s.units {
 			t.Errorf("step %d, %s: charged %d units, want %d", i, s.name, got, s.units)
 		}
+	}
+}
+
+// A write the limits cannot read (here a PartiQL transaction with an EXISTS
+// condition) leaves no image behind it: the next write of the item it grew
+// is priced from the item as it now is.
+func TestWriteTheLimitsCannotReadDropsImages(t *testing.T) {
+	st, clock := limitedStack(t)
+	db := st.DynamoDB()
+	table := stacktest.OwnPrefix(t) + "unread"
+	createTable(t, db, table, "")
+	clock.refill()
+	put(t, db, table, item("q", 0, nil))
+	put(t, db, table, item("q", 1, nil))
+	clock.refill()
+	if _, err := db.ExecuteTransaction(ctx(t), &dynamodb.ExecuteTransactionInput{TransactStatements: []types.ParameterizedStatement{
+		{Statement: aws.String(`EXISTS(SELECT * FROM "` + table + `" WHERE pk = 'q' AND sk = 1 AND pk IS NOT MISSING)`)},
+		{Statement: aws.String(`UPDATE "` + table + `" SET body = ? WHERE pk = 'q' AND sk = 0`), Parameters: []types.AttributeValue{
+			&types.AttributeValueMemberS{Value: strings.Repeat("x", 5_000)},
+		}},
+	}}, noRetry); err != nil {
+		t.Fatal(err)
+	}
+	clock.refill()
+	if _, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key("q", 0), UpdateExpression: aws.String("SET v = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)},
+	}, noRetry); err != nil {
+		t.Fatal(err)
+	}
+	probes := admitted(t, 13, func(j int) error {
+		_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("q", 100+j, nil)}, noRetry)
+		return err
+	})
+	if got := 12 - probes; got != 5 {
+		t.Errorf("the update after the transaction charged %d units, want 5", got)
 	}
 }

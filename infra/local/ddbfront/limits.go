@@ -142,6 +142,10 @@ type ref struct {
 	// read (the item after is then read once written).
 	actions    []updateAction
 	actionsErr error
+	// absentIfApplied says a Put applies only where no item is (its
+	// condition is attribute_not_exists of a key attribute, or it is a
+	// PartiQL INSERT): it is priced without reading the item before.
+	absentIfApplied bool
 }
 
 // admission is what the limiter let through: released once the answer is
@@ -159,6 +163,11 @@ type admission struct {
 	committed bool
 	token     string
 	replay    bool
+	// answered says DynamoDB Local's answer decided the outcome (200 or
+	// a 4xx refusal); untracked that the request writes what the limits
+	// could not name.
+	answered  bool
+	untracked bool
 	reads     []readCharge
 	// settle are the writes whose item after was not known before the
 	// write: charged the rest once DynamoDB Local has answered.
@@ -457,6 +466,23 @@ func (a *admission) release() {
 	if a == nil {
 		return
 	}
+	if !a.answered && len(a.tracks) > 0 {
+		// Gone upstream with no answer that decides it (the client went
+		// away, DynamoDB Local failed, the commit is not known): the
+		// write may still land, so its items stay in flight a while.
+		tracks, l := a.tracks, a.l
+		a.tracks = nil
+		l.mu.Lock()
+		if len(a.txIDs) > 0 {
+			l.committedToken(a.token, time.Now())
+		}
+		l.mu.Unlock()
+		time.AfterFunc(imageTTL, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.endWrites(tracks, false, time.Now())
+		})
+	}
 	a.releaseNow()
 }
 
@@ -511,6 +537,7 @@ type rawAction struct {
 	Key                       map[string]events.DynamoDBAttributeValue
 	Item                      map[string]events.DynamoDBAttributeValue
 	UpdateExpression          string
+	ConditionExpression       string
 	ExpressionAttributeNames  map[string]string
 	ExpressionAttributeValues map[string]events.DynamoDBAttributeValue
 }
@@ -530,6 +557,7 @@ func (l *limiter) refOf(ctx context.Context, kind string, a rawAction) (ref, err
 			return ref{}, err
 		}
 		r.item = item
+		r.absentIfApplied = notExistsOfKey(t, a.ConditionExpression, a.ExpressionAttributeNames)
 	}
 	img, err := ddbstream.Image(src)
 	if err != nil {
@@ -581,7 +609,9 @@ func (l *limiter) refOfStatement(ctx context.Context, st *statement) (ref, error
 	src := st.equal
 	switch st.kind {
 	case "INSERT":
-		r.kind, r.item, src = "Put", st.item, st.item
+		// An INSERT of an existing key fails ("PartiQL insert statements
+		// for DynamoDB").
+		r.kind, r.item, src, r.absentIfApplied = "Put", st.item, st.item, true
 	case "UPDATE":
 		r.kind, r.actions, r.actionsErr = "Update", st.actions, st.actionsErr
 	case "DELETE":
@@ -759,7 +789,25 @@ func (a *admission) settleWrites(ctx context.Context) {
 	a.settle = nil
 }
 
-// images reads the items refs name, except Puts', as they are now.
+// notExistsOfKey says whether cond is attribute_not_exists of one of t's
+// key attributes, which holds only where no item is.
+func notExistsOfKey(t tables.Table, cond string, names map[string]string) bool {
+	c := strings.Join(strings.Fields(cond), "")
+	inner, ok := strings.CutPrefix(c, "attribute_not_exists(")
+	if !ok || !strings.HasSuffix(inner, ")") {
+		return false
+	}
+	name := strings.TrimSuffix(inner, ")")
+	if strings.HasPrefix(name, "#") {
+		if name, ok = names[name]; !ok {
+			return false
+		}
+	}
+	return name == t.PartitionKey.Name || (t.SortKey != nil && name == t.SortKey.Name)
+}
+
+// images reads the items refs name as they are now, except those of Puts
+// that apply only where no item is.
 func (l *limiter) images(ctx context.Context, refs []ref) (map[string]map[string]types.AttributeValue, error) {
 	return l.imagesOf(ctx, refs, nil)
 }
@@ -776,7 +824,7 @@ func (l *limiter) imagesOf(ctx context.Context, refs []ref, have map[string]imag
 			}
 			continue
 		}
-		if r.kind == "Put" || seen[r.id] {
+		if (r.kind == "Put" && r.absentIfApplied) || seen[r.id] {
 			continue
 		}
 		seen[r.id] = true

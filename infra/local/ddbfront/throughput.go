@@ -339,6 +339,7 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 		return nil
 	}
 	a.committed = status == 200
+	a.answered = status < 500
 	if status != 200 {
 		// A refused request reads nothing: what a BatchGetItem's
 		// admission took goes back.
