@@ -233,11 +233,19 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.answer(w, func() (any, error) { return f.describeTimeToLive(r.Context(), body) })
 		return
 	}
+	var decided bool // DynamoDB Local's answer decided the write
 	if writeTargets[target] && f.limits != nil && (adm == nil || adm.untracked) {
 		// A write the limits could not name: no image may outlive it,
-		// nor come from a write it overlapped (imagecache.go).
-		f.limits.forgetAllImages()
-		defer f.limits.forgetAllImages()
+		// nor come from a write it overlapped (imagecache.go). An answer
+		// that does not decide it leaves it on its way a while longer.
+		f.limits.beginUntracked()
+		defer func() {
+			if decided {
+				f.limits.endUntracked()
+				return
+			}
+			time.AfterFunc(imageTTL, f.limits.endUntracked)
+		}()
 	}
 	var streams []string
 	if writeTargets[target] {
@@ -267,6 +275,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	decided = resp.StatusCode < 500
 	adm.hold(r.Context())
 	if len(streams) > 0 && resp.StatusCode == http.StatusOK {
 		// DynamoDB Local answers once the write is applied, stream records

@@ -46,8 +46,9 @@ type flight struct {
 type imageTrack struct {
 	id     string
 	seq    uint64
-	exact  bool // no other write of the item was in flight at admission
-	known  bool // after is the item after the write
+	epoch  uint64 // the limiter's epoch at admission
+	exact  bool   // no other write of the item was in flight at admission
+	known  bool   // after is the item after the write
 	after  map[string]types.AttributeValue
 	readAt time.Time
 }
@@ -66,14 +67,14 @@ func (l *limiter) startWrites(refs []ref, now time.Time) (map[string]imageEntry,
 			fl = &flight{}
 			l.flights[r.id] = fl
 		}
-		exact := fl.count == 0
+		exact := fl.count == 0 && l.untracked == 0
 		if e, ok := l.imgs[r.id]; ok && exact && now.Sub(e.readAt) < imageTTL {
 			hits[r.id] = e
 		}
 		delete(l.imgs, r.id)
 		fl.count++
 		fl.seq++
-		tracks = append(tracks, imageTrack{id: r.id, seq: fl.seq, exact: exact, readAt: now})
+		tracks = append(tracks, imageTrack{id: r.id, seq: fl.seq, epoch: l.epoch, exact: exact, readAt: now})
 	}
 	return hits, tracks
 }
@@ -87,7 +88,7 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			continue
 		}
 		fl.count--
-		if committed && t.known && t.exact && fl.seq == t.seq {
+		if committed && t.known && t.exact && fl.seq == t.seq && t.epoch == l.epoch {
 			if len(l.imgs) >= maxImages {
 				clear(l.imgs)
 			}
@@ -150,18 +151,30 @@ func (l *limiter) forgetImages(table string) {
 	}
 }
 
-// forgetAllImages drops every image, and keeps every write in flight from
-// leaving one: a write the limits could not name went by.
-func (l *limiter) forgetAllImages() {
+// beginUntracked drops every image and keeps any write from leaving one
+// until endUntracked: a write the limits could not name is on its way, and
+// any item may be its.
+func (l *limiter) beginUntracked() {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.untracked++
+	l.epoch++
 	clear(l.imgs)
-	for _, fl := range l.flights {
-		fl.seq++
+}
+
+// endUntracked ends what beginUntracked began, once the write has landed.
+func (l *limiter) endUntracked() {
+	if l == nil {
+		return
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.untracked--
+	l.epoch++
+	clear(l.imgs)
 }
 
 // sweeping registers the TTL sweeper's deletes of keys in table as writes

@@ -164,3 +164,63 @@ func TestUndecidedWriteStaysInFlight(t *testing.T) {
 		}
 	}
 }
+
+// While a write the limits could not name is on its way, no write leaves an
+// image: neither one admitted meanwhile nor one that overlapped its start
+// or its end.
+func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
+	now := time.Now()
+	it := map[string]types.AttributeValue{"pk": s("a")}
+	r := ref{table: "t", id: "t\x00a", kind: "Put", item: it}
+	start := func(l *limiter) []imageTrack {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		_, tr := l.startWrites([]ref{r}, now)
+		tr[0].known, tr[0].after = true, it
+		return tr
+	}
+	end := func(l *limiter, tr []imageTrack) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.endWrites(tr, true, now)
+	}
+	cached := func(l *limiter) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		hits, tr := l.startWrites([]ref{r}, now)
+		l.endWrites(tr, false, now)
+		return len(hits) == 1
+	}
+	for name, run := range map[string]func(l *limiter){
+		"admitted meanwhile": func(l *limiter) {
+			l.beginUntracked()
+			end(l, start(l))
+			l.endUntracked()
+		},
+		"overlapping its start": func(l *limiter) {
+			tr := start(l)
+			l.beginUntracked()
+			end(l, tr)
+			l.endUntracked()
+		},
+		"overlapping its end": func(l *limiter) {
+			l.beginUntracked()
+			tr := start(l)
+			l.endUntracked()
+			end(l, tr)
+		},
+	} {
+		l := &limiter{}
+		run(l)
+		if cached(l) {
+			t.Errorf("%s: an image was kept", name)
+		}
+	}
+	l := &limiter{}
+	l.beginUntracked()
+	l.endUntracked()
+	end(l, start(l))
+	if !cached(l) {
+		t.Error("no image from a lone write after the untracked one ended")
+	}
+}

@@ -1,6 +1,7 @@
 package ddbfront_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -112,5 +113,38 @@ func TestWriteTheLimitsCannotReadDropsImages(t *testing.T) {
 	})
 	if got := 12 - probes; got != 5 {
 		t.Errorf("the update after the transaction charged %d units, want 5", got)
+	}
+}
+
+// A Put that applies only where no item is, refused because one is, is
+// charged what AWS charges a failed condition: the item it found.
+func TestRefusedPutChargedByTheItemFound(t *testing.T) {
+	st, clock := limitedStack(t)
+	db := st.DynamoDB()
+	table := stacktest.OwnPrefix(t) + "found"
+	createTable(t, db, table, "")
+	clock.refill()
+	// Written by a batch, so that the front keeps no image of it.
+	if _, err := db.BatchWriteItem(ctx(t), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{
+		table: {{PutRequest: &types.PutRequest{Item: item("f", 0, map[string]types.AttributeValue{"body": &types.AttributeValueMemberS{Value: strings.Repeat("x", 5_000)}})}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.refill()
+	_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{
+		TableName: aws.String(table), Item: item("f", 0, nil),
+		ConditionExpression:      aws.String("attribute_not_exists (#k)"),
+		ExpressionAttributeNames: map[string]string{"#k": "pk"},
+	}, noRetry)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("put over an item: %v, want ConditionalCheckFailedException", err)
+	}
+	probes := admitted(t, 13, func(j int) error {
+		_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("f", 100+j, nil)}, noRetry)
+		return err
+	})
+	if got := 12 - probes; got != 5 {
+		t.Errorf("the refused put charged %d units, want 5", got)
 	}
 }

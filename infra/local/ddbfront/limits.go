@@ -105,10 +105,14 @@ type limiter struct {
 	writes  map[string]int    // items under a single-item write
 	buckets map[string]*tokenBucket
 	stats   LimitStats
-	// imgs, flights and tokens are the image cache's (imagecache.go).
-	imgs    map[string]imageEntry
-	flights map[string]*flight
-	tokens  map[string]time.Time
+	// imgs, flights, tokens, untracked and epoch are the image cache's
+	// (imagecache.go): untracked counts the writes in flight the limits
+	// could not name, and epoch moves at each of their starts and ends.
+	imgs      map[string]imageEntry
+	flights   map[string]*flight
+	tokens    map[string]time.Time
+	untracked int
+	epoch     uint64
 }
 
 func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {
@@ -168,6 +172,9 @@ type admission struct {
 	// could not name.
 	answered  bool
 	untracked bool
+	// ifRefused are the Puts priced as applying where no item is: when
+	// their condition fails, AWS charges the item they found.
+	ifRefused []settlement
 	reads     []readCharge
 	// settle are the writes whose item after was not known before the
 	// write: charged the rest once DynamoDB Local has answered.
@@ -709,6 +716,9 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 			tr.readAt = e.readAt
 		}
 		cs := chargesOf(t, i, r, old, after, transactional)
+		if r.kind == "Put" && r.absentIfApplied {
+			adm.ifRefused = append(adm.ifRefused, settlement{ref: r, charged: cs, transactional: transactional})
+		}
 		if !known {
 			settle = append(settle, settlement{ref: r, before: old, charged: cs, transactional: transactional})
 		}
