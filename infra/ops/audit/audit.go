@@ -95,6 +95,10 @@ type Config struct {
 	// markers and the reading of the source (drills use it to put records
 	// in flight at the worst moment).
 	BeforeSource func(round int)
+	// BeforeMarkers, when set, runs once between the first reading of the
+	// counter items and the first reading of the markers (drills use it to
+	// apply a fact that reading missed).
+	BeforeMarkers func()
 }
 
 // Auditor audits and repairs counters.

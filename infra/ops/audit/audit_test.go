@@ -78,6 +78,7 @@ func TestAudit(t *testing.T) {
 		{"SealedArchiveDaysAreNotListed", sealedArchiveDaysAreNotListed},
 		{"ArchiveDuplicatesCountOnce", archiveDuplicatesCountOnce},
 		{"RecordsInFlightAreNotDrift", recordsInFlightAreNotDrift},
+		{"DriftOffsetByAFactAppliedMeanwhileIsFound", driftOffsetByAFactAppliedMeanwhileIsFound},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
 		{"SlowFirstRoundStillRepairs", slowFirstRoundStillRepairs},
 		{"RecountRepairsOnlyTheNamedItems", recountRepairsOnlyTheNamedItems},
@@ -204,6 +205,38 @@ func sortDrift(ds []audit.Drift) {
 		}
 		return ds[i].Counter < ds[j].Counter
 	})
+}
+
+// A counter 3 units off, read just before an order of 3 units lands on it:
+// the markers then account for what the reading holds, and the residual is
+// 0 although the counter is 3 off. The item moved across the markers'
+// reading, so it must be read again, not judged clean.
+func driftOffsetByAFactAppliedMeanwhileIsFound(t *testing.T, f *fixture, us, ps []string) {
+	f.tamper(product(ps[2]), "unitsSold", 3)
+	var hooked atomic.Int32
+	rep := run(t, f.auditor(audit.Config{Repair: true, BeforeMarkers: func() {
+		hooked.Add(1)
+		f.mustOrder(us[1], []string{ps[2]}, []int{3})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := f.sys.Poller.Idle(ctx); err != nil {
+			t.Error(err)
+		}
+	}}))
+	if hooked.Load() != 1 {
+		t.Fatal("the hook did not run")
+	}
+	found := false
+	for _, d := range rep.Drift {
+		if d.Item == product(ps[2]) && d.Counter == "unitsSold" && d.Stored-d.Computed == 3 && d.Repaired {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("got drift %+v, want %s unitsSold 3 over, repaired", rep.Drift, product(ps[2]))
+	}
+	f.idle()
+	f.checkExact()
 }
 
 func recordsInFlightAreNotDrift(t *testing.T, f *fixture, us, ps []string) {

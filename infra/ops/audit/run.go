@@ -267,11 +267,14 @@ type judgement struct {
 // residuals compares each item read before the markers with the effects of
 // its marked facts. Items whose version moved between that reading and a
 // reading after the markers cannot be judged on this one: they are returned
-// as moved.
+// as moved. Every item is read again, not only those with a residual: a
+// fact applied between the two readings is in the markers and not in the
+// first reading, and can hide a drift of the same size behind a residual
+// of 0.
 func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m markers) (map[Item]judgement, map[Item]bool, error) {
 	marked := m.sums
 	out := map[Item]judgement{}
-	suspects := map[Item]bool{}
+	all := map[Item]bool{}
 	for it, r := range before {
 		res := map[string]int64{}
 		for _, c := range Counters[it.Kind] {
@@ -280,19 +283,21 @@ func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m mark
 			}
 		}
 		out[it] = judgement{stored: r, residual: res}
-		if len(res) > 0 {
-			suspects[it] = true
-		}
+		all[it] = true
 	}
 	moved := map[Item]bool{}
-	if len(suspects) == 0 {
+	if len(all) == 0 {
 		return out, moved, nil
 	}
-	after, err := a.readItems(ctx, suspects)
+	set := all
+	if len(all) > rescanAbove {
+		set = nil // a scan of the tables costs less than this many keys
+	}
+	after, err := a.readItems(ctx, set)
 	if err != nil {
 		return nil, nil, err
 	}
-	for it := range suspects {
+	for it := range all {
 		if r, ok := after[it]; !ok || r.version != before[it].version {
 			moved[it] = true
 			delete(out, it)
@@ -300,6 +305,10 @@ func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m mark
 	}
 	return out, moved, nil
 }
+
+// rescanAbove is how many items are read again by key; more are read again
+// by a scan of the tables.
+const rescanAbove = 1000
 
 func touches(f facts.Fact, only map[Item]bool) bool {
 	if only == nil {
@@ -320,6 +329,9 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	before, err := a.readItems(ctx, only)
 	if err != nil {
 		return rep, err
+	}
+	if a.cfg.BeforeMarkers != nil {
+		a.cfg.BeforeMarkers()
 	}
 	m, problems, err := a.readMarkers(ctx)
 	if err != nil {
