@@ -70,11 +70,8 @@ func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
 		if err := s.write(); err != nil {
 			t.Fatalf("step %d, %s: %v", i, s.name, err)
 		}
-		probes := admitted(t, 13, func(j int) error {
-			_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("p", 100+j, nil)}, noRetry)
-			return err
-		})
-		if got := 12 - probes; got != s.units {
+		got := spent(t, db, table, "p")
+		if got != s.units {
 			t.Errorf("step %d, %s: charged %d units, want %d", i, s.name, got, s.units)
 		}
 	}
@@ -107,11 +104,8 @@ func TestWriteTheLimitsCannotReadDropsImages(t *testing.T) {
 	}, noRetry); err != nil {
 		t.Fatal(err)
 	}
-	probes := admitted(t, 13, func(j int) error {
-		_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("q", 100+j, nil)}, noRetry)
-		return err
-	})
-	if got := 12 - probes; got != 5 {
+	got := spent(t, db, table, "q")
+	if got != 5 {
 		t.Errorf("the update after the transaction charged %d units, want 5", got)
 	}
 }
@@ -140,11 +134,19 @@ func TestRefusedPutChargedByTheItemFound(t *testing.T) {
 	if !errors.As(err, &ccf) {
 		t.Fatalf("put over an item: %v, want ConditionalCheckFailedException", err)
 	}
-	probes := admitted(t, 13, func(j int) error {
-		_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("f", 100+j, nil)}, noRetry)
-		return err
-	})
-	if got := 12 - probes; got != 5 {
+	got := spent(t, db, table, "f")
+	if got != 5 {
 		t.Errorf("the refused put charged %d units, want 5", got)
 	}
+}
+
+// spent is what the last write took from the partition pk of table, on a
+// still clock at 12 units a second refilled before it: the one-unit writes
+// of the partition's other items that no longer pass.
+func spent(t *testing.T, db *dynamodb.Client, table, pk string) int {
+	t.Helper()
+	return 12 - admitted(t, 13, func(j int) error {
+		_, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item(pk, 100+j, nil)}, noRetry)
+		return err
+	})
 }

@@ -766,12 +766,36 @@ func chargesOf(t tables.Table, pos int, r ref, old, after map[string]types.Attri
 // settleWrites charges the writes whose item after was not known what
 // their items, read now, add to what they were charged.
 func (a *admission) settleWrites(ctx context.Context) {
-	if a == nil || len(a.settle) == 0 {
+	if a == nil {
 		return
 	}
-	l := a.l
-	refs := make([]ref, len(a.settle))
-	for i, s := range a.settle {
+	a.l.settleNow(ctx, a.settle, true, func(s settlement, now map[string]types.AttributeValue) (before, after map[string]types.AttributeValue, ok bool) {
+		return s.before, now, true
+	})
+	a.settle = nil
+}
+
+// settleRefused charges the Puts priced as applying where no item is, now
+// that the write was refused, what AWS charges a failed condition: the
+// item it found ("the size of the existing item (or a minimum of 1)",
+// "Conditional writes", developer guide), where that is more than they paid.
+func (a *admission) settleRefused(ctx context.Context) {
+	a.l.settleNow(ctx, a.ifRefused, false, func(_ settlement, now map[string]types.AttributeValue) (before, after map[string]types.AttributeValue, ok bool) {
+		return now, now, now != nil
+	})
+	a.ifRefused = nil
+}
+
+// settleNow reads the items of ss as they are now and charges each
+// settlement what pricing it by priced's items (before and after, from the
+// item now; ok false: nothing owed) adds to what it was charged; less than
+// was charged is given back only when refund.
+func (l *limiter) settleNow(ctx context.Context, ss []settlement, refund bool, priced func(s settlement, now map[string]types.AttributeValue) (before, after map[string]types.AttributeValue, ok bool)) {
+	if len(ss) == 0 {
+		return
+	}
+	refs := make([]ref, len(ss))
+	for i, s := range ss {
 		refs[i] = s.ref
 		refs[i].kind = "Get"
 	}
@@ -779,7 +803,11 @@ func (a *admission) settleWrites(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	for _, s := range a.settle {
+	for _, s := range ss {
+		before, after, ok := priced(s, now[s.ref.id])
+		if !ok {
+			continue
+		}
 		t, err := l.schemas.get(ctx, s.ref.table)
 		if err != nil {
 			continue
@@ -789,14 +817,15 @@ func (a *admission) settleWrites(ctx context.Context) {
 			paid[c.bucket] += c.units
 		}
 		owed := map[bucketKey]float64{}
-		for _, c := range chargesOf(t, 0, s.ref, s.before, now[s.ref.id], s.transactional) {
+		for _, c := range chargesOf(t, 0, s.ref, before, after, s.transactional) {
 			owed[c.bucket] += c.units
 		}
 		for b, u := range owed {
-			l.charge(b, u-paid[b])
+			if d := u - paid[b]; d > 0 || refund {
+				l.charge(b, d)
+			}
 		}
 	}
-	a.settle = nil
 }
 
 // notExistsOfKey says whether cond is attribute_not_exists of one of t's

@@ -334,46 +334,6 @@ func splitAnd(expr string) []string {
 // SELECT's partitions are known only once read: it is refused, its answer
 // dropped, when one of them has no units left, as a Query is before it
 // reads.
-// settleRefused charges the Puts priced as applying where no item is, now
-// that the write was refused, what AWS charges a failed condition: the
-// item it found ("the size of the existing item (or a minimum of 1)",
-// "Conditional writes", developer guide), where that is more than they paid.
-func (a *admission) settleRefused(ctx context.Context) {
-	if len(a.ifRefused) == 0 {
-		return
-	}
-	l := a.l
-	refs := make([]ref, len(a.ifRefused))
-	for i, s := range a.ifRefused {
-		refs[i] = s.ref
-		refs[i].kind = "Get"
-	}
-	found, err := l.images(ctx, refs)
-	if err != nil {
-		return
-	}
-	for _, s := range a.ifRefused {
-		existing := found[s.ref.id]
-		if existing == nil {
-			continue
-		}
-		t, err := l.schemas.get(ctx, s.ref.table)
-		if err != nil {
-			continue
-		}
-		paid := map[bucketKey]float64{}
-		for _, c := range s.charged {
-			paid[c.bucket] += c.units
-		}
-		for _, c := range chargesOf(t, 0, s.ref, existing, existing, s.transactional) {
-			if more := c.units - paid[c.bucket]; more > 0 {
-				l.charge(c.bucket, more)
-			}
-		}
-	}
-	a.ifRefused = nil
-}
-
 func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *refusal {
 	if a == nil {
 		return nil
