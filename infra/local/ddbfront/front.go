@@ -244,7 +244,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				f.limits.endUntracked()
 				return
 			}
-			time.AfterFunc(imageTTL, f.limits.endUntracked)
+			time.AfterFunc(undecidedFor, f.limits.endUntracked)
 		}()
 	}
 	var streams []string

@@ -130,15 +130,15 @@ func TestGateLetsTransactionsFirst(t *testing.T) {
 	waitFor(t, queued(0, 1))
 	g.release(tx)
 	if got := <-order; got != "transaction" {
-		t.Fatalf("first through: %s, want the transaction", got)
+		t.Fatalf("first through: got %s, want the transaction", got)
 	}
 	g.release(tx)
 	if got := <-order; got != "read" {
-		t.Fatalf("second through: %s, want the read", got)
+		t.Fatalf("second through: got %s, want the read", got)
 	}
 	g.release(bg)
 	if g.inflight != 0 || g.urgent != 0 {
-		t.Fatalf("in flight %d, urgent %d after every holder left, want 0 and 0", g.inflight, g.urgent)
+		t.Fatalf("after every holder left: got %d in flight and %d urgent, want 0 and 0", g.inflight, g.urgent)
 	}
 }
 
@@ -157,10 +157,10 @@ func TestUndecidedWriteStaysInFlight(t *testing.T) {
 		a.release()
 		_, next := l.startWrites([]ref{r}, now)
 		if next[0].exact == !answered {
-			t.Errorf("answered %v: a write after it alone on the item: %v, want %v", answered, next[0].exact, answered)
+			t.Errorf("answered %v: a write after it alone on the item: got %v, want %v", answered, next[0].exact, answered)
 		}
 		if l.replayed("tok", now) == answered {
-			t.Errorf("answered %v (not committed): token counted as a replay: %v, want %v", answered, !answered, !answered)
+			t.Errorf("answered %v (not committed): token counted as a replay: got %v, want %v", answered, !answered, !answered)
 		}
 	}
 }

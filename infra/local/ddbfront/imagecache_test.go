@@ -72,7 +72,7 @@ func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
 		}
 		got := spent(t, db, table, "p")
 		if got != s.units {
-			t.Errorf("step %d, %s: charged %d units, want %d", i, s.name, got, s.units)
+			t.Errorf("step %d, %s: got %d units charged, want %d", i, s.name, got, s.units)
 		}
 	}
 }
@@ -106,7 +106,7 @@ func TestWriteTheLimitsCannotReadDropsImages(t *testing.T) {
 	}
 	got := spent(t, db, table, "q")
 	if got != 5 {
-		t.Errorf("the update after the transaction charged %d units, want 5", got)
+		t.Errorf("the update after the transaction: got %d units charged, want 5", got)
 	}
 }
 
@@ -132,11 +132,11 @@ func TestRefusedPutChargedByTheItemFound(t *testing.T) {
 	}, noRetry)
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		t.Fatalf("put over an item: %v, want ConditionalCheckFailedException", err)
+		t.Fatalf("put over an item: got %v, want ConditionalCheckFailedException", err)
 	}
 	got := spent(t, db, table, "f")
 	if got != 5 {
-		t.Errorf("the refused put charged %d units, want 5", got)
+		t.Errorf("the refused put: got %d units charged, want 5", got)
 	}
 }
 

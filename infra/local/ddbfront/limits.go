@@ -484,7 +484,7 @@ func (a *admission) release() {
 			l.committedToken(a.token, time.Now())
 		}
 		l.mu.Unlock()
-		time.AfterFunc(imageTTL, func() {
+		time.AfterFunc(undecidedFor, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.endWrites(tracks, false, time.Now())
