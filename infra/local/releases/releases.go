@@ -40,6 +40,7 @@ func Supported() []Release {
 		{Version: "0.5.0", Commit: "736bc186c15da476b4733bb03732455e54e3400c", Date: "2026-11-25"},
 		{Version: "0.6.0", Commit: "4c44a8a481bd28d150f8a36b1b39645ad31eb097", Date: "2026-11-25"},
 		{Version: "0.7.0", Commit: "7b42723fd2f3994f843b5f3c9d9fe79bdae90dd3", Date: "2026-11-25"},
+		{Version: "0.8.0", Commit: "98d91634103cce186735abb36a9b4e9f0834349f", Date: "2026-11-26"},
 	}
 }
 
