@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,5 +181,81 @@ func TestOwnWriteIsNotUndoneByAReplicaBehind(t *testing.T) {
 	}
 	if got.Description != "Brews" || counted.catalog.Load()-before != 1 {
 		t.Errorf("next page: %q after %d catalog reads, want Brews read again, not the replica's page kept", got.Description, counted.catalog.Load()-before)
+	}
+}
+
+// writeInsideRead is a DB that lets a test place a write inside a page's read:
+// while armed, a BatchGetItem of the catalog reads, then waits for proceed
+// before it answers; a TransactWriteItems commits and then answers an error,
+// as a write whose answer was lost does.
+type writeInsideRead struct {
+	store.DB
+	table    string
+	armed    atomic.Bool
+	readDone chan struct{}
+	proceed  chan struct{}
+}
+
+var errAnswerLost = errors.New("connection reset after the request was sent")
+
+func (d *writeInsideRead) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := d.DB.BatchGetItem(ctx, in, opts...)
+	if _, ok := in.RequestItems[d.table]; ok && d.armed.Load() {
+		close(d.readDone)
+		<-d.proceed
+	}
+	return out, err
+}
+
+func (d *writeInsideRead) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := d.DB.TransactWriteItems(ctx, in, opts...)
+	if err == nil && d.armed.Load() {
+		return nil, errAnswerLost
+	}
+	return out, err
+}
+
+// TestPageReadBeforeOwnWriteIsNotKept: a page whose read began before this
+// instance wrote the catalog item is answered as read but not kept, even
+// when the write's answer was lost (so the instance never learned the
+// version it wrote): the next page reads the catalog item again.
+func TestPageReadBeforeOwnWriteIsNotKept(t *testing.T) {
+	ctx := context.Background()
+	prefix := stacktest.Tables(t)
+	catalog := tables.Physical(prefix, tables.Products)
+	db := &writeInsideRead{DB: stacktest.DynamoDB(t), table: catalog, readDone: make(chan struct{}), proceed: make(chan struct{})}
+	counted := &reads{DB: db, table: catalog}
+	st := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: time.Minute})
+	p, err := st.CreateProduct(ctx, products.New{Name: "Kettle", Description: "Boils", Category: "kitchen", PriceCents: ptr[int64](500), Stock: ptr[int64](10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.armed.Store(true)
+	type page struct {
+		p   products.Product
+		err error
+	}
+	read := make(chan page, 1)
+	go func() {
+		got, err := st.GetProduct(ctx, p.ProductID)
+		read <- page{got, err}
+	}()
+	<-db.readDone
+	if _, err := st.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); !errors.Is(err, errAnswerLost) {
+		t.Fatalf("patch: %v, want the lost answer (the test's premise)", err)
+	}
+	close(db.proceed)
+	first := <-read
+	db.armed.Store(false)
+	if first.err != nil || first.p.Description != "Boils" {
+		t.Fatalf("page read before the write: %q, %v; want the description it read, Boils", first.p.Description, first.err)
+	}
+	before := counted.catalog.Load()
+	got, err := st.GetProduct(ctx, p.ProductID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Description != "Brews" || counted.catalog.Load()-before != 1 {
+		t.Errorf("next page: %q after %d catalog reads; want Brews, read again, not the page read before the write kept", got.Description, counted.catalog.Load()-before)
 	}
 }
