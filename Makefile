@@ -165,14 +165,14 @@ deploy-check:
 	  exit 1; \
 	fi
 
-## deploy: cdk deploy one stage (STAGE=dev|prod; ALARM_EMAIL=<address> on every prod deploy, none for no mail; RESERVED_CONCURRENCY=none|fn=n,... optional); needs AWS credentials
+## deploy: cdk deploy one stage (STAGE=dev|prod; ALARM_EMAIL=<address> on every prod deploy, none for no mail; RESERVED_CONCURRENCY=none|fn=n,... optional; CDN_DOMAIN=<host> CDN_CERTIFICATE_ARN=<us-east-1 ACM ARN> on every deploy of a stage that has its own CDN name); needs AWS credentials
 # CloudFormation hands each function's alias to CodeDeploy and waits for it:
 # the API's new version takes traffic by the stage's canary or linear steps
 # and rolls back by itself on an alarm (docs/deploy.md, "Rolling back").
 deploy: deploy-check build
 	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(STREAMED))"
 	@echo "  watch: aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-api"
-	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(filter-out none,$(ALARM_EMAIL)),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) --require-approval broadening --progress events; \
+	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(filter-out none,$(ALARM_EMAIL)),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) $(if $(CDN_DOMAIN),-c cdnDomain=$(CDN_DOMAIN) -c cdnCertificateArn=$(CDN_CERTIFICATE_ARN)) --require-approval broadening --progress events; \
 	  status=$$?; \
 	  for g in $(STREAMED); do \
 	    id=$$(aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-$$g --max-items 1 --query 'deployments[0]' --output text 2>/dev/null); \

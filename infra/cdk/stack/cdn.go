@@ -2,6 +2,7 @@ package stack
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfrontorigins"
 	"github.com/aws/jsii-runtime-go"
@@ -84,7 +85,7 @@ func (b *builder) cdn() {
 	for _, p := range CDNPaths {
 		additional[p] = public
 	}
-	dist := awscloudfront.NewDistribution(b.s.Stack, jsii.String("Cdn"), &awscloudfront.DistributionProps{
+	props := &awscloudfront.DistributionProps{
 		Comment: jsii.String(*b.name("public reads")),
 		DefaultBehavior: &awscloudfront.BehaviorOptions{
 			Origin:               origin,
@@ -99,10 +100,23 @@ func (b *builder) cdn() {
 		PriceClass:          priceClass,
 		HttpVersion:         awscloudfront.HttpVersion_HTTP2_AND_3,
 		EnableIpv6:          jsii.Bool(true),
-	})
+	}
+	if b.cfg.CDNDomain != "" {
+		// A name of our own, so a security policy of our own: TLS 1.2 and
+		// later with forward-secret ciphers, SNI only (no dedicated IPs).
+		props.DomainNames = jsii.Strings(b.cfg.CDNDomain)
+		props.Certificate = awscertificatemanager.Certificate_FromCertificateArn(b.s.Stack, jsii.String("CdnCertificate"), jsii.String(b.cfg.CDNCertificateArn))
+		props.MinimumProtocolVersion = awscloudfront.SecurityPolicyProtocol_TLS_V1_2_2021
+		props.SslSupportMethod = awscloudfront.SSLMethod_SNI
+	}
+	dist := awscloudfront.NewDistribution(b.s.Stack, jsii.String("Cdn"), props)
 	b.cdnDist = dist
+	host := dist.DistributionDomainName()
+	if b.cfg.CDNDomain != "" {
+		host = jsii.String(b.cfg.CDNDomain)
+	}
 	awscdk.NewCfnOutput(b.s.Stack, jsii.String(OutputCDNURL), &awscdk.CfnOutputProps{
-		Value:       awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("https://"), dist.DistributionDomainName()}),
+		Value:       awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("https://"), host}),
 		Description: jsii.String("CDN in front of the public GET routes (products, search)"),
 	})
 }

@@ -7,6 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
 	"github.com/shopstream/shopstream/infra/cdk/stack"
 	"github.com/shopstream/shopstream/shared/routes"
 )
@@ -94,6 +99,98 @@ func TestCDNReachesNoAuthorisedRoute(t *testing.T) {
 			t.Errorf("%s: authorised, but the CDN serves its path", r.Pattern())
 		case !served(r.Path) && r.Access == routes.Public && r.Path != "/healthz":
 			t.Errorf("%s: public, but the CDN does not serve it", r.Pattern())
+		}
+	}
+}
+
+// TestCDNOwnDomain: with cdnDomain and cdnCertificateArn the distribution
+// answers at that name with that certificate under TLSv1.2_2021 (SNI), the
+// CdnUrl output names it, and cdk-nag's CFR4 is met rather than suppressed;
+// without them the stages keep CloudFront's default certificate, with CFR4
+// suppressed and its reason given.
+func TestCDNOwnDomain(t *testing.T) {
+	const domain = "shop.example.com"
+	const cert = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-90ab-cdef-1234-567890abcdef"
+	app := awscdk.NewApp(&awscdk.AppProps{
+		Outdir:  jsii.String(t.TempDir()),
+		Context: &map[string]any{"stage": stack.Prod, stack.CDNDomainContext: domain, stack.CDNCertificateContext: cert},
+	})
+	cfg, err := stack.ContextConfig(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stack.New(app, cfg.Name, stack.Props{Config: cfg, DistDir: standInDist, Routes: stack.DeclaredRoutes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	tpl := assertions.Template_FromStack(s.Stack, nil)
+	tpl.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), map[string]any{
+		"DistributionConfig": assertions.Match_ObjectLike(&map[string]any{
+			"Aliases": []any{domain},
+			"ViewerCertificate": map[string]any{
+				"AcmCertificateArn":      cert,
+				"MinimumProtocolVersion": "TLSv1.2_2021",
+				"SslSupportMethod":       "sni-only",
+			},
+		}),
+	})
+	tpl.HasOutput(jsii.String(stack.OutputCDNURL), map[string]any{
+		"Value": "https://" + domain,
+	})
+	nag := assertions.Annotations_FromStack(s.Stack)
+	rules := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+	findings := append(*nag.FindError(jsii.String("*"), rules), *nag.FindWarning(jsii.String("*"), rules)...)
+	for _, m := range findings {
+		t.Errorf("unsuppressed finding at %s: %v", *m.Id, m.Entry.Data)
+	}
+	suppressedCFR4 := false
+	for _, r := range *tpl.FindResources(jsii.String("AWS::CloudFront::Distribution"), nil) {
+		meta, _ := (*r)["Metadata"].(map[string]any)
+		suppressedCFR4 = strings.Contains(fmt.Sprint(meta["cdk_nag"]), "AwsSolutions-CFR4")
+	}
+	if suppressedCFR4 {
+		t.Error("CFR4 is suppressed on a distribution with its own certificate: it should be met")
+	}
+
+	for _, name := range stageNames() {
+		for _, d := range stages[name].resources("AWS::CloudFront::Distribution") {
+			cfg := props(d)["DistributionConfig"].(map[string]any)
+			if vc, ok := cfg["ViewerCertificate"].(map[string]any); ok && vc["CloudFrontDefaultCertificate"] != true {
+				t.Errorf("%s without cdnDomain: viewer certificate %v, want CloudFront's default", name, vc)
+			}
+			if _, ok := cfg["Aliases"]; ok {
+				t.Errorf("%s without cdnDomain: aliases %v, want none", name, cfg["Aliases"])
+			}
+			if meta, _ := d["Metadata"].(map[string]any); !strings.Contains(fmt.Sprint(meta["cdk_nag"]), "AwsSolutions-CFR4") {
+				t.Errorf("%s without cdnDomain: CFR4 not suppressed with its reason", name)
+			}
+		}
+	}
+}
+
+// TestParseCDNDomain: both settings or neither, a host name, and a
+// certificate of us-east-1; an error names the setting.
+func TestParseCDNDomain(t *testing.T) {
+	const cert = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-90ab-cdef-1234-567890abcdef"
+	if d, c, err := stack.ParseCDNDomain("", ""); d != "" || c != "" || err != nil {
+		t.Errorf("neither: got %q %q %v, want none", d, c, err)
+	}
+	if d, c, err := stack.ParseCDNDomain("shop.example.com", cert); d != "shop.example.com" || c != cert || err != nil {
+		t.Errorf("both: got %q %q %v", d, c, err)
+	}
+	for _, tc := range []struct{ domain, cert, err string }{
+		{"shop.example.com", "", "go together"},
+		{"", cert, "go together"},
+		{"Shop.Example.com", cert, stack.CDNDomainContext},
+		{"https://shop.example.com", cert, stack.CDNDomainContext},
+		{"shop", cert, stack.CDNDomainContext},
+		{"-shop.example.com", cert, stack.CDNDomainContext},
+		{"shop.example.com", strings.Replace(cert, "us-east-1", "eu-west-1", 1), "us-east-1"},
+		{"shop.example.com", "arn:aws:iam::123456789012:server-certificate/shop", stack.CDNCertificateContext},
+	} {
+		if _, _, err := stack.ParseCDNDomain(tc.domain, tc.cert); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q, %q: got %v, want an error containing %q", tc.domain, tc.cert, err, tc.err)
 		}
 	}
 }

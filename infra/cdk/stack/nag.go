@@ -85,12 +85,15 @@ func (b *builder) suppressions() {
 			"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSCodeDeployRoleForLambdaLimited"))
 	}
 
-	suppress(b.cdnDist, true,
+	cdn := []*cdknag.NagPackSuppression{
 		rule("AwsSolutions-CFR1", "The products and search are sold worldwide: no country is refused."),
 		rule("AwsSolutions-CFR2", "The CDN serves public GET routes only, whose answers it caches; the API behind it has its own throttling (stage rate and burst limits) and API Gateway's access log."),
 		rule("AwsSolutions-CFR3", "Every request that reaches the API through the CDN is in API Gateway's access log; CloudFront's standard logs need ACLs on their bucket, which every bucket of this stack disables (object ownership enforced)."),
-		rule("AwsSolutions-CFR4", "The distribution uses CloudFront's default certificate (*.cloudfront.net), which fixes the viewer protocol policy; HTTPS only is enforced. A custom domain with its own certificate would set TLSv1.2_2021."),
-	)
+	}
+	if b.cfg.CDNDomain == "" {
+		cdn = append(cdn, rule("AwsSolutions-CFR4", "No cdnDomain is set: the distribution answers at its *.cloudfront.net name, whose certificate CloudFront serves under its TLSv1 policy whatever the template says; HTTPS only is enforced. Set cdnDomain and cdnCertificateArn for TLSv1.2_2021 (docs/deploy.md)."))
+	}
+	suppress(b.cdnDist, true, cdn...)
 
 	for _, r := range b.api.public {
 		suppress(r, true, rule("AwsSolutions-APIG4", "A public route of the API (docs/contract.md, section 2: health check, product pages, reviews of a product, search): anyone may read it without a token."))

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,11 @@ type Config struct {
 	// CDNAllEdges serves the CDN from every CloudFront edge location, not
 	// only North America's and Europe's (price class 100).
 	CDNAllEdges bool
+	// CDNDomain is the CDN's own host name (the cdnDomain context), served
+	// with CDNCertificateArn, an ACM certificate of us-east-1 for it, under
+	// the TLSv1.2_2021 security policy. With none the CDN is reached at its
+	// *.cloudfront.net name, whose certificate CloudFront fixes at TLSv1.
+	CDNDomain, CDNCertificateArn string
 	// CORSOrigins are the browser origins the API answers.
 	CORSOrigins []string
 	// Search sizes the OpenSearch domain.
@@ -179,8 +185,8 @@ var stages = map[string]Config{
 }
 
 // ContextConfig returns the configuration the app's context asks for: the
-// stage (-c stage=prod, dev when none) with the reservedConcurrency and
-// saleWarmThroughput settings applied. A setting it cannot read is an error
+// stage (-c stage=prod, dev when none) with the reservedConcurrency,
+// saleWarmThroughput, cdnDomain and cdnCertificateArn settings applied. A setting it cannot read is an error
 // naming it, and synth stops there.
 func ContextConfig(scope constructs.Construct) (Config, error) {
 	cfg, err := StageConfig(ContextString(scope, "stage", Dev))
@@ -199,7 +205,42 @@ func ContextConfig(scope constructs.Construct) (Config, error) {
 			return Config{}, err
 		}
 	}
+	cfg.CDNDomain, cfg.CDNCertificateArn, err = ParseCDNDomain(ContextString(scope, CDNDomainContext, ""), ContextString(scope, CDNCertificateContext, ""))
+	if err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// The context settings that give the CDN its own host name and certificate.
+const (
+	CDNDomainContext      = "cdnDomain"
+	CDNCertificateContext = "cdnCertificateArn"
+)
+
+var (
+	hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
+	// CloudFront takes only ACM certificates of us-east-1 ("Requirements
+	// for using SSL/TLS certificates with CloudFront").
+	cloudFrontCertificate = regexp.MustCompile(`^arn:aws[a-z-]*:acm:us-east-1:[0-9]{12}:certificate/[0-9a-f-]{36}$`)
+)
+
+// ParseCDNDomain reads the cdnDomain and cdnCertificateArn settings: both
+// or neither, a lower-case host name of at most 253 characters, and an ACM
+// certificate of us-east-1 (the only region whose certificates CloudFront
+// serves).
+func ParseCDNDomain(domain, cert string) (string, string, error) {
+	switch {
+	case domain == "" && cert == "":
+		return "", "", nil
+	case domain == "" || cert == "":
+		return "", "", fmt.Errorf("%s and %s go together: got %q and %q", CDNDomainContext, CDNCertificateContext, domain, cert)
+	case len(domain) > 253 || !hostName.MatchString(domain):
+		return "", "", fmt.Errorf("%s %q: want a lower-case host name such as shop.example.com", CDNDomainContext, domain)
+	case !cloudFrontCertificate.MatchString(cert):
+		return "", "", fmt.Errorf("%s %q: want the ARN of an ACM certificate in us-east-1 (arn:aws:acm:us-east-1:<account>:certificate/<id>), the only region CloudFront takes certificates from", CDNCertificateContext, cert)
+	}
+	return domain, cert, nil
 }
 
 // ContextString is the context setting key of the scope's tree as a
