@@ -157,6 +157,25 @@ func (d *drill) objects(prefix string) []string {
 	return keys
 }
 
+// replayedTagged returns the keys under prefix that carry the replay's tag
+// (failures.ReplayedTag), the only objects the bucket's lifecycle expires.
+func (d *drill) replayedTagged(prefix string) []string {
+	d.t.Helper()
+	var keys []string
+	for _, k := range d.objects(prefix) {
+		out, err := d.s3.GetObjectTagging(context.Background(), &s3.GetObjectTaggingInput{Bucket: aws.String(d.sys.FailureBucket), Key: aws.String(k)})
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		for _, tag := range out.TagSet {
+			if aws.ToString(tag.Key) == failures.ReplayedTag && aws.ToString(tag.Value) == failures.ReplayedTagValue {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
 // failed returns the failure objects by mapping name, parsed; objects that
 // are no failure records are left out.
 func (d *drill) failed() map[string][]failures.Object {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +183,15 @@ func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
 	}
 	if rs := remainders(); len(rs) != 2 {
 		t.Errorf("remainder objects after the second run: got %d, want 2", len(rs))
+	}
+	// What was replayed is tagged for the lifecycle, the remainder still
+	// failing is not: it stays until a replay applies it.
+	var marked []string
+	for _, k := range d.objects(failures.ReplayedPrefix) {
+		marked = append(marked, strings.TrimPrefix(k, failures.ReplayedPrefix))
+	}
+	if tagged := d.replayedTagged(failures.Prefix); len(marked) != 2 || !slices.Equal(tagged, marked) {
+		t.Errorf("objects tagged as replayed: got %v, want the 2 marked ones %v", tagged, marked)
 	}
 	if msg := counted(); msg != "" {
 		t.Error(msg)

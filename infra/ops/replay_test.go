@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -224,6 +225,15 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 	if marked := len(d.objects(failures.ReplayedPrefix)); marked != 2 {
 		t.Errorf("objects marked by the interrupted replay: got %d, want 2", marked)
 	}
+	// Only what was replayed is tagged for the lifecycle: the batches not
+	// replayed yet stay in the bucket however old they grow.
+	var markedKeys []string
+	for _, k := range d.objects(failures.ReplayedPrefix) {
+		markedKeys = append(markedKeys, strings.TrimPrefix(k, failures.ReplayedPrefix))
+	}
+	if tagged := d.replayedTagged(failures.Prefix); !slices.Equal(tagged, markedKeys) {
+		t.Errorf("objects tagged as replayed after the interrupted replay: got %v, want the marked ones %v", tagged, markedKeys)
+	}
 
 	// A replay whose calls the Lambda API refuses (here the first): the
 	// function never saw the records, so nothing is marked and no remainder
@@ -257,6 +267,10 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 		exact = snap
 		return drift
 	})
+
+	if tagged := len(d.replayedTagged(failures.Prefix)); tagged != objects {
+		t.Errorf("objects tagged as replayed after the replay: got %d, want all %d", tagged, objects)
+	}
 
 	// A second replay does nothing.
 	code, out = d.replay()

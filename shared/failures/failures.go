@@ -26,11 +26,21 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// ReplayHorizon is how long a failed batch stays replayable: the failure
-// bucket's lifecycle expires objects after it, replayed or not. (The
-// counters' dedupe markers are kept for the life of their facts, so a replay
-// never counts a record twice, whatever its age: docs/counters.md.)
-const ReplayHorizon = 14 * 24 * time.Hour
+// A failed batch stays in the failure bucket until it is replayed: nothing
+// expires an object the replay has not tagged. The replay tags an object it
+// has replayed with ReplayedTag=ReplayedTagValue, then writes its marker;
+// the bucket's lifecycle expires a tagged object ReplayedKept after Lambda
+// wrote it (at once when it is older), keeps its previous version as long
+// again, and expires a marker MarkerKept after the replay, by then its
+// object is gone. (The counters' dedupe markers are kept for the life of
+// their facts, so a replay never counts a record twice, whatever its age:
+// docs/counters.md.)
+const (
+	ReplayedTag      = "shopstream-replayed"
+	ReplayedTagValue = "true"
+	ReplayedKept     = 14 * 24 * time.Hour
+	MarkerKept       = 30 * 24 * time.Hour
+)
 
 // Prefix starts every key Lambda writes to an S3 on-failure destination.
 const Prefix = "aws/lambda/"

@@ -12,10 +12,14 @@ import (
 	"github.com/shopstream/shopstream/shared/failures"
 )
 
-// FailureRetentionDays is how long a discarded batch, and the replay tool's
-// marker of it, stay in the failure bucket: failures.ReplayHorizon. The
-// lifecycle expires them afterwards, replayed or not.
-const FailureRetentionDays = int(failures.ReplayHorizon / (24 * time.Hour))
+// ReplayedRetentionDays is how long a replayed object stays after Lambda
+// wrote it, and its previous version after that (failures.ReplayedKept);
+// MarkerRetentionDays how long the replay tool's marker stays
+// (failures.MarkerKept). An object not replayed never expires.
+var (
+	ReplayedRetentionDays = int(failures.ReplayedKept / (24 * time.Hour))
+	MarkerRetentionDays   = int(failures.MarkerKept / (24 * time.Hour))
+)
 
 // FailurePrefix is where Lambda writes the invocation records of discarded
 // batches in an S3 on-failure destination (failures.Prefix:
@@ -28,11 +32,13 @@ const FailurePrefix = failures.Prefix
 // failureBucket declares the on-failure destination of every event-source
 // mapping: private, TLS 1.2+ only, SSE-S3, versioned (an object is the only
 // copy of a batch the stream no longer holds: an overwrite or a delete by
-// mistake leaves the previous version), and emptied by its lifecycle after
-// the replay horizon. It is retained when the stack goes, like the archive:
-// the lifecycle still empties it.
+// mistake leaves the previous version). Its lifecycle never expires a batch
+// that was not replayed: only objects the replay tagged as replayed
+// (failures.ReplayedTag), the replay's markers, previous versions, and
+// delete markers left alone. It is retained when the stack goes, like the
+// archive.
 func (b *builder) failureBucket(accessLogs awss3.IBucket) {
-	horizon := awscdk.Duration_Days(jsii.Number(FailureRetentionDays))
+	days := func(n int) awscdk.Duration { return awscdk.Duration_Days(jsii.Number(n)) }
 	b.s.Failures = awss3.NewBucket(b.s.Stack, jsii.String("FailureBucket"), &awss3.BucketProps{
 		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
 		EnforceSSL:             jsii.Bool(true),
@@ -43,10 +49,21 @@ func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 		ServerAccessLogsBucket: accessLogs,
 		ServerAccessLogsPrefix: jsii.String("failures/"),
 		LifecycleRules: &[]*awss3.LifecycleRule{{
-			Id:                                  jsii.String("expire-after-replay-horizon"),
-			Expiration:                          horizon,
-			NoncurrentVersionExpiration:         horizon,
-			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+			Id:         jsii.String("expire-replayed"),
+			Prefix:     jsii.String(FailurePrefix),
+			TagFilters: &map[string]any{failures.ReplayedTag: failures.ReplayedTagValue},
+			Expiration: days(ReplayedRetentionDays),
+		}, {
+			Id:         jsii.String("expire-replay-markers"),
+			Prefix:     jsii.String(failures.ReplayedPrefix),
+			Expiration: days(MarkerRetentionDays),
+		}, {
+			Id:                                  jsii.String("expire-previous-versions"),
+			NoncurrentVersionExpiration:         days(ReplayedRetentionDays),
+			AbortIncompleteMultipartUploadAfter: days(1),
+		}, {
+			Id:                        jsii.String("remove-expired-delete-markers"),
+			ExpiredObjectDeleteMarker: jsii.Bool(true),
 		}},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE,
 	})

@@ -9,13 +9,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // TestFailureBucket: the on-failure destination of every mapping is private,
-// encrypted, TLS-only, versioned, logged, retained, and empties itself after
-// the replay horizon (current and previous versions alike).
+// encrypted, TLS-only, versioned, logged, retained, and expires only what
+// the replay tagged as replayed (and its markers, previous versions and
+// delete markers): a batch not replayed stays.
 func TestFailureBucket(t *testing.T) {
 	for _, name := range stageNames() {
 		s := stages[name]
@@ -34,12 +36,27 @@ func TestFailureBucket(t *testing.T) {
 					map[string]any{"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "AES256"}},
 				}},
 				"VersioningConfiguration": map[string]any{"Status": "Enabled"},
+				// Nothing expires a batch the replay has not tagged.
 				"LifecycleConfiguration": map[string]any{"Rules": []any{map[string]any{
-					"Id":                             "expire-after-replay-horizon",
+					"Id":               "expire-replayed",
+					"Status":           "Enabled",
+					"Prefix":           failures.Prefix,
+					"TagFilters":       []any{map[string]any{"Key": failures.ReplayedTag, "Value": failures.ReplayedTagValue}},
+					"ExpirationInDays": stack.ReplayedRetentionDays,
+				}, map[string]any{
+					"Id":               "expire-replay-markers",
+					"Status":           "Enabled",
+					"Prefix":           failures.ReplayedPrefix,
+					"ExpirationInDays": stack.MarkerRetentionDays,
+				}, map[string]any{
+					"Id":                             "expire-previous-versions",
 					"Status":                         "Enabled",
-					"ExpirationInDays":               stack.FailureRetentionDays,
-					"NoncurrentVersionExpiration":    map[string]any{"NoncurrentDays": stack.FailureRetentionDays},
+					"NoncurrentVersionExpiration":    map[string]any{"NoncurrentDays": stack.ReplayedRetentionDays},
 					"AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1},
+				}, map[string]any{
+					"Id":                        "remove-expired-delete-markers",
+					"Status":                    "Enabled",
+					"ExpiredObjectDeleteMarker": true,
 				}}},
 			}
 			got := map[string]any{}

@@ -1,8 +1,10 @@
 // Package s3server is the stack's S3 endpoint (path-style REST), on gofakes3,
-// in memory or in a bolt file under the data dir.
+// in memory or in a bolt file under the data dir, with object tagging of its
+// own (tagging.go).
 package s3server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -39,7 +41,14 @@ func New(dir string, buckets ...string) (*Server, error) {
 		s.backend = s3bolt.New(db)
 		s.closer = db.Close
 	}
-	s.handler = gofakes3.New(s.backend, gofakes3.WithAutoBucket(false)).Server()
+	tags, err := newTagging(dir, s.backend, gofakes3.New(s.backend, gofakes3.WithAutoBucket(false)).Server())
+	if err != nil {
+		_ = s.closer()
+		return nil, err
+	}
+	s.handler = tags
+	objects := s.closer
+	s.closer = func() error { return errors.Join(tags.close(), objects()) }
 	for _, name := range buckets {
 		exists, err := s.backend.BucketExists(name)
 		if err != nil {

@@ -1,7 +1,8 @@
 // Package replay re-drives the stream batches the event-source mappings gave
 // up on, from the failure bucket through their functions, with the mapping's
 // own failure semantics (partial batch responses, bisection, retries). A
-// replayed object is marked (replayed/<key>) so that a second run does
+// replayed object is tagged as replayed (the bucket's lifecycle expires only
+// such objects) and marked (replayed/<key>) so that a second run does
 // nothing; the records that still fail go to a new failure object for the
 // next run. docs/operations.md is the runbook.
 package replay
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
@@ -47,6 +49,7 @@ type Store interface {
 	ListObjectsV2(context.Context, *s3.ListObjectsV2Input, ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	PutObjectTagging(context.Context, *s3.PutObjectTaggingInput, ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error)
 }
 
 // Config configures a replay.
@@ -459,6 +462,12 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	if err != nil {
 		return outcome{}, err
 	}
+	// Tagged before it is marked: the bucket's lifecycle expires only what
+	// the replay tagged, and a replay killed between the two replays the
+	// object again on the next run (nothing counts twice) or finds it gone.
+	if err := r.tagReplayed(ctx, key); err != nil {
+		return outcome{}, err
+	}
 	if err := r.put(ctx, failures.ReplayedPrefix+key, mb); err != nil {
 		return outcome{}, err
 	}
@@ -468,6 +477,18 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	}
 	r.line(status, m.Name, key, detail)
 	return out, nil
+}
+
+// tagReplayed tags a replayed object so that the bucket's lifecycle may
+// expire it (failures.ReplayedTag); an object never replayed keeps no tag
+// and stays.
+func (r *run) tagReplayed(ctx context.Context, key string) error {
+	_, err := r.cfg.Store.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(r.cfg.Bucket), Key: aws.String(key),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String(failures.ReplayedTag), Value: aws.String(failures.ReplayedTagValue)}}}})
+	if err != nil {
+		return fmt.Errorf("tag s3://%s/%s as replayed: %w", r.cfg.Bucket, key, err)
+	}
+	return nil
 }
 
 // markerBody is what a replayed/<key> marker holds.
