@@ -113,3 +113,60 @@ func TestProdDeployNeedsAlarmEmail(t *testing.T) {
 		t.Errorf("make -n deploy with an address: err %v; want -c alarmEmail=oncall@example.com:\n%s", err, out)
 	}
 }
+
+// TestDeployKeepsTheCDNName: a deploy of a stage whose CDN answers at a name
+// of its own stops unless CDN_DOMAIN is given again (CloudFormation would
+// put the distribution back on its cloudfront.net name and TLSv1); each CDN
+// setting reaches the CDK app on its own, so one without the other is the
+// app's error, not silently dropped. The deployed stack is read through the
+// aws CLI, here a stand-in on PATH.
+func TestDeployKeepsTheCDNName(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	cdnURL := filepath.Join(bin, "cdn-url")
+	script := "#!/bin/sh\ncat " + cdnURL + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "aws"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "PATH="):
+			env = append(env, "PATH="+bin+string(os.PathListSeparator)+strings.TrimPrefix(kv, "PATH="))
+		case strings.HasPrefix(kv, "CDN_"), strings.HasPrefix(kv, "STAGE="), strings.HasPrefix(kv, "ALARM_EMAIL="):
+		default:
+			env = append(env, kv)
+		}
+	}
+	mk := func(deployed string, args ...string) (string, error) {
+		if err := os.WriteFile(cdnURL, []byte(deployed+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("make", append([]string{"-s", "--no-print-directory"}, args...)...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := mk("https://shop.example.com", "deploy-check", "STAGE=dev"); err == nil || !strings.Contains(out, "pass CDN_DOMAIN") {
+		t.Errorf("deploy of a stage with its own CDN name, without CDN_DOMAIN: err %v, output %q; want a refusal", err, out)
+	}
+	for _, tc := range []struct {
+		deployed string
+		args     []string
+	}{
+		{"https://shop.example.com", []string{"STAGE=dev", "CDN_DOMAIN=shop.example.com", "CDN_CERTIFICATE_ARN=arn"}},
+		{"https://d111111abcdef8.cloudfront.net", []string{"STAGE=dev"}},
+		{"", []string{"STAGE=dev"}},
+	} {
+		if out, err := mk(tc.deployed, append([]string{"deploy-check"}, tc.args...)...); err != nil {
+			t.Errorf("deploy-check with %q deployed, %v: %v\n%s", tc.deployed, tc.args, err, out)
+		}
+	}
+	out, err := mk("", "-n", "deploy", "STAGE=dev", "CDN_CERTIFICATE_ARN=arn:aws:acm:us-east-1:123456789012:certificate/x")
+	if err != nil || !strings.Contains(out, "-c cdnCertificateArn=arn:aws:acm:us-east-1:123456789012:certificate/x") || strings.Contains(out, "cdnDomain") {
+		t.Errorf("make -n deploy with a certificate alone: err %v; want it passed on alone, for the app to refuse:\n%s", err, out)
+	}
+}

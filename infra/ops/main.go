@@ -42,7 +42,7 @@ type env struct {
 
 func commands() []command {
 	return []command{
-		{"replay", "replay [-mapping m]: re-drive every failed stream batch not yet replayed", replayCommand},
+		{"replay", "replay [-mapping m] | replay -retire key -reason why: re-drive every failed stream batch not yet replayed, or give up on one", replayCommand},
 		{"audit", "audit [-repair] [-settle d] [-max-wait d]: recompute every counter from the tables and the archive, print (and repair) drift", auditCommand},
 		{"reindex", "reindex [-segments n] [-batch n]: rebuild the products search index from the products table", reindexCommand},
 		{"migrate", "migrate [-dry-run] [-rate n] [-page n]: run every data migration not yet done (item shapes of earlier releases to the current ones), resumable", migrateCommand},

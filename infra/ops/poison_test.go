@@ -196,6 +196,42 @@ func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
 	if msg := counted(); msg != "" {
 		t.Error(msg)
 	}
+
+	// The operator gives up on the poison's remainder and the junk: each
+	// is tagged and marked with the reason, and the next replay has
+	// nothing left to do.
+	var left []string
+	for _, k := range d.objects(failures.Prefix) {
+		if !slices.Contains(marked, k) {
+			left = append(left, k)
+		}
+	}
+	if len(left) != 4 {
+		t.Fatalf("objects neither replayed nor retired: got %v, want the remainder and the 3 skipped", left)
+	}
+	if code, _ := d.replay("-retire", left[0]); code != 2 {
+		t.Errorf("retire without a reason: exit %d, want 2", code)
+	}
+	if code, _ := d.replay("-retire", "notes/incident-42.txt", "-reason", "not ours"); code != 2 {
+		t.Errorf("retire of a foreign object: exit %d, want 2", code)
+	}
+	code, out = d.replay("-retire", strings.Join(left, " "), "-reason", "poison understood; junk")
+	if code != 0 || strings.Count(out, "\nretired ") != 4 {
+		t.Errorf("retire: exit %d, want 0 and 4 objects retired", code)
+	}
+	if code, out := d.replay(); code != 0 || !strings.Contains(out, "; 0 replayed") || !strings.Contains(out, "; 0 skipped;") {
+		t.Errorf("replay after the retirements: exit %d, want 0 with nothing replayed or skipped", code)
+	}
+	marked = marked[:0]
+	for _, k := range d.objects(failures.ReplayedPrefix) {
+		marked = append(marked, strings.TrimPrefix(k, failures.ReplayedPrefix))
+	}
+	if tagged := d.replayedTagged(failures.Prefix); len(marked) != 6 || !slices.Equal(tagged, marked) {
+		t.Errorf("objects tagged after the retirements: got %v, want the 6 marked ones %v", tagged, marked)
+	}
+	if code, out := d.replay("-retire", left[0], "-reason", "again"); code != 0 || !strings.Contains(out, "already replayed or retired") {
+		t.Errorf("retire twice: exit %d, want 0 and the object left alone", code)
+	}
 }
 
 // syncBuffer is a buffer several goroutines may write.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
@@ -20,7 +21,14 @@ func replayCommand(ctx context.Context, t *target.Target, args []string, e env) 
 	fs.SetOutput(e.stdout)
 	mapping := fs.String("mapping", "", "replay only this mapping's failures (shared/wiring name)")
 	concurrency := fs.Int("concurrency", 4, "units replayed at once: an object, or a run of a counters or indexer mapping's objects (the counters' runs one at a time)")
+	var retire keyList
+	fs.Var(&retire, "retire", "give up on this failure object instead of replaying anything (repeatable; a poison's remainder, an object skipped for good): tagged and marked so the bucket's lifecycle expires it; make audit REPAIR=1 then counts what it held")
+	reason := fs.String("reason", "", "why the -retire objects are given up (kept in their markers; required with -retire)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(retire) > 0 {
+		_, err := replay.Retire(ctx, replay.Config{Store: t.S3(), Bucket: t.FailureBucket, Out: e.stdout}, retire, *reason)
 		return err
 	}
 	inv, err := invoker(t, e)
@@ -48,4 +56,15 @@ func invoker(t *target.Target, e env) (replay.Invoker, error) {
 		h[name] = fn
 	}
 	return h, nil
+}
+
+// keyList is a repeatable flag; each value may hold several keys separated
+// by spaces (make replay RETIRE="k1 k2").
+type keyList []string
+
+func (k *keyList) String() string { return strings.Join(*k, " ") }
+
+func (k *keyList) Set(v string) error {
+	*k = append(*k, strings.Fields(v)...)
+	return nil
 }

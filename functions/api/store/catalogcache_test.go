@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,6 +193,7 @@ type writeInsideRead struct {
 	store.DB
 	table    string
 	armed    atomic.Bool
+	once     sync.Once
 	readDone chan struct{}
 	proceed  chan struct{}
 }
@@ -201,7 +203,7 @@ var errAnswerLost = errors.New("connection reset after the request was sent")
 func (d *writeInsideRead) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	out, err := d.DB.BatchGetItem(ctx, in, opts...)
 	if _, ok := in.RequestItems[d.table]; ok && d.armed.Load() {
-		close(d.readDone)
+		d.once.Do(func() { close(d.readDone) })
 		<-d.proceed
 	}
 	return out, err
@@ -224,6 +226,9 @@ func TestPageReadBeforeOwnWriteIsNotKept(t *testing.T) {
 	prefix := stacktest.Tables(t)
 	catalog := tables.Physical(prefix, tables.Products)
 	db := &writeInsideRead{DB: stacktest.DynamoDB(t), table: catalog, readDone: make(chan struct{}), proceed: make(chan struct{})}
+	var release sync.Once
+	proceed := func() { release.Do(func() { close(db.proceed) }) }
+	t.Cleanup(proceed) // a failed premise leaves no read waiting
 	counted := &reads{DB: db, table: catalog}
 	st := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: time.Minute})
 	p, err := st.CreateProduct(ctx, products.New{Name: "Kettle", Description: "Boils", Category: "kitchen", PriceCents: ptr[int64](500), Stock: ptr[int64](10)})
@@ -244,7 +249,7 @@ func TestPageReadBeforeOwnWriteIsNotKept(t *testing.T) {
 	if _, err := st.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); !errors.Is(err, errAnswerLost) {
 		t.Fatalf("patch: %v, want the lost answer (the test's premise)", err)
 	}
-	close(db.proceed)
+	proceed()
 	first := <-read
 	db.armed.Store(false)
 	if first.err != nil || first.p.Description != "Boils" {

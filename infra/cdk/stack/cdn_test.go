@@ -176,8 +176,10 @@ func TestParseCDNDomain(t *testing.T) {
 	if d, c, err := stack.ParseCDNDomain("", ""); d != "" || c != "" || err != nil {
 		t.Errorf("neither: got %q %q %v, want none", d, c, err)
 	}
-	if d, c, err := stack.ParseCDNDomain("shop.example.com", cert); d != "shop.example.com" || c != cert || err != nil {
-		t.Errorf("both: got %q %q %v", d, c, err)
+	for _, host := range []string{"shop.example.com", "shop.xn--p1ai"} {
+		if d, c, err := stack.ParseCDNDomain(host, cert); d != host || c != cert || err != nil {
+			t.Errorf("%s: got %q %q %v", host, d, c, err)
+		}
 	}
 	for _, tc := range []struct{ domain, cert, err string }{
 		{"shop.example.com", "", "go together"},
@@ -188,6 +190,8 @@ func TestParseCDNDomain(t *testing.T) {
 		{"-shop.example.com", cert, stack.CDNDomainContext},
 		{"shop.example.com", strings.Replace(cert, "us-east-1", "eu-west-1", 1), "us-east-1"},
 		{"shop.example.com", "arn:aws:iam::123456789012:server-certificate/shop", stack.CDNCertificateContext},
+		{"shop.example.com", strings.Replace(cert, "arn:aws:", "arn:aws-cn:", 1), stack.CDNCertificateContext},
+		{"shop.example.com", "arn:aws:acm:us-east-1:123456789012:certificate/------------------------------------", stack.CDNCertificateContext},
 	} {
 		if _, _, err := stack.ParseCDNDomain(tc.domain, tc.cert); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q, %q: got %v, want an error containing %q", tc.domain, tc.cert, err, tc.err)

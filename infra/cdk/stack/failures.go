@@ -33,9 +33,9 @@ const FailurePrefix = failures.Prefix
 // mapping: private, TLS 1.2+ only, SSE-S3, versioned (an object is the only
 // copy of a batch the stream no longer holds: an overwrite or a delete by
 // mistake leaves the previous version). Its lifecycle never expires a batch
-// that was not replayed: only objects the replay tagged as replayed
-// (failures.ReplayedTag), the replay's markers, previous versions, and
-// delete markers left alone. It is retained when the stack goes, like the
+// that was not replayed, nor any version of one: only objects the replay
+// tagged as replayed (failures.ReplayedTag) and their previous versions,
+// the replay's markers, incomplete uploads, and delete markers left alone. It is retained when the stack goes, like the
 // archive.
 func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 	days := func(n int) awscdk.Duration { return awscdk.Duration_Days(jsii.Number(n)) }
@@ -49,17 +49,21 @@ func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 		ServerAccessLogsBucket: accessLogs,
 		ServerAccessLogsPrefix: jsii.String("failures/"),
 		LifecycleRules: &[]*awss3.LifecycleRule{{
-			Id:         jsii.String("expire-replayed"),
-			Prefix:     jsii.String(FailurePrefix),
-			TagFilters: &map[string]any{failures.ReplayedTag: failures.ReplayedTagValue},
-			Expiration: days(ReplayedRetentionDays),
+			// A version keeps its tags: a replayed object's previous
+			// version goes too, an untagged one (a batch overwritten or
+			// deleted by mistake before any replay) stays.
+			Id:                          jsii.String("expire-replayed"),
+			Prefix:                      jsii.String(FailurePrefix),
+			TagFilters:                  &map[string]any{failures.ReplayedTag: failures.ReplayedTagValue},
+			Expiration:                  days(ReplayedRetentionDays),
+			NoncurrentVersionExpiration: days(ReplayedRetentionDays),
 		}, {
-			Id:         jsii.String("expire-replay-markers"),
-			Prefix:     jsii.String(failures.ReplayedPrefix),
-			Expiration: days(MarkerRetentionDays),
+			Id:                          jsii.String("expire-replay-markers"),
+			Prefix:                      jsii.String(failures.ReplayedPrefix),
+			Expiration:                  days(MarkerRetentionDays),
+			NoncurrentVersionExpiration: days(ReplayedRetentionDays),
 		}, {
-			Id:                                  jsii.String("expire-previous-versions"),
-			NoncurrentVersionExpiration:         days(ReplayedRetentionDays),
+			Id:                                  jsii.String("abort-incomplete-uploads"),
 			AbortIncompleteMultipartUploadAfter: days(1),
 		}, {
 			Id:                        jsii.String("remove-expired-delete-markers"),

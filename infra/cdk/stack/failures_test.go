@@ -38,20 +38,21 @@ func TestFailureBucket(t *testing.T) {
 				"VersioningConfiguration": map[string]any{"Status": "Enabled"},
 				// Nothing expires a batch the replay has not tagged.
 				"LifecycleConfiguration": map[string]any{"Rules": []any{map[string]any{
-					"Id":               "expire-replayed",
-					"Status":           "Enabled",
-					"Prefix":           failures.Prefix,
-					"TagFilters":       []any{map[string]any{"Key": failures.ReplayedTag, "Value": failures.ReplayedTagValue}},
-					"ExpirationInDays": stack.ReplayedRetentionDays,
+					"Id":                          "expire-replayed",
+					"Status":                      "Enabled",
+					"Prefix":                      failures.Prefix,
+					"TagFilters":                  []any{map[string]any{"Key": failures.ReplayedTag, "Value": failures.ReplayedTagValue}},
+					"ExpirationInDays":            stack.ReplayedRetentionDays,
+					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": stack.ReplayedRetentionDays},
 				}, map[string]any{
-					"Id":               "expire-replay-markers",
-					"Status":           "Enabled",
-					"Prefix":           failures.ReplayedPrefix,
-					"ExpirationInDays": stack.MarkerRetentionDays,
+					"Id":                          "expire-replay-markers",
+					"Status":                      "Enabled",
+					"Prefix":                      failures.ReplayedPrefix,
+					"ExpirationInDays":            stack.MarkerRetentionDays,
+					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": stack.ReplayedRetentionDays},
 				}, map[string]any{
-					"Id":                             "expire-previous-versions",
+					"Id":                             "abort-incomplete-uploads",
 					"Status":                         "Enabled",
-					"NoncurrentVersionExpiration":    map[string]any{"NoncurrentDays": stack.ReplayedRetentionDays},
 					"AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1},
 				}, map[string]any{
 					"Id":                        "remove-expired-delete-markers",
@@ -189,8 +190,8 @@ func (s *synthesized) mappingID(t *testing.T, m wiring.Mapping) string {
 	return ""
 }
 
-// TestDiscardAlarmsSayWhatIsAtStake: the discard alarm names the 14 days a
-// replay has, and an archiver mapping's drop alarm says the archive lost
+// TestDiscardAlarmsSayWhatIsAtStake: the discard alarm says the batch waits
+// in the failure bucket until replayed, with the command, and an archiver mapping's drop alarm says the archive lost
 // its records for good, where the others' name the repairs.
 func TestDiscardAlarmsSayWhatIsAtStake(t *testing.T) {
 	s := stages[stack.Dev]
@@ -203,8 +204,8 @@ func TestDiscardAlarmsSayWhatIsAtStake(t *testing.T) {
 				desc[p["MetricName"].(string)] = name
 			}
 		}
-		if d := desc["OnFailureDestinationDeliveredEventCount"]; !strings.Contains(d, "14 days") || !strings.Contains(d, "make replay MAPPING="+m.Name) {
-			t.Errorf("%s: discard alarm %q: want the 14 days and the replay command", m.Name, d)
+		if d := desc["OnFailureDestinationDeliveredEventCount"]; !strings.Contains(d, "until replayed") || !strings.Contains(d, "make replay MAPPING="+m.Name) {
+			t.Errorf("%s: discard alarm %q: want \"until replayed\" and the replay command", m.Name, d)
 		}
 		archived := strings.Contains(desc["DroppedEventCount"], "missing from the archive for good")
 		if archived != (m.Function == wiring.Archiver) {

@@ -111,7 +111,7 @@ func (b *builder) monitoring(email string) {
 			})
 		}
 		kept := esm("OnFailureDestinationDeliveredEventCount")
-		alarm(constructID(m.Name)+"Discarded", kept, 1, 1, "records of "+m.Name+" were discarded after their retries and kept in the failure bucket for 14 days: fix the cause, then make replay MAPPING="+m.Name+" within them")
+		alarm(constructID(m.Name)+"Discarded", kept, 1, 1, "records of "+m.Name+" were discarded after their retries and are kept in the failure bucket until replayed: fix the cause, then make replay MAPPING="+m.Name)
 		gone := "make audit and make reindex repair what they touched"
 		if m.Function == wiring.Archiver {
 			gone = "what TTL removed in them is missing from the archive for good"

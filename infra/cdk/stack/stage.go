@@ -219,10 +219,11 @@ const (
 )
 
 var (
-	hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
+	hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+([a-z]{2,63}|xn--[a-z0-9-]{1,59})$`)
 	// CloudFront takes only ACM certificates of us-east-1 ("Requirements
-	// for using SSL/TLS certificates with CloudFront").
-	cloudFrontCertificate = regexp.MustCompile(`^arn:aws[a-z-]*:acm:us-east-1:[0-9]{12}:certificate/[0-9a-f-]{36}$`)
+	// for using SSL/TLS certificates with CloudFront"), in the aws
+	// partition (China's and GovCloud's have no CloudFront with ACM).
+	cloudFrontCertificate = regexp.MustCompile(`^arn:aws:acm:us-east-1:[0-9]{12}:certificate/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 // ParseCDNDomain reads the cdnDomain and cdnCertificateArn settings: both

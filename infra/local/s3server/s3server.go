@@ -52,13 +52,13 @@ func New(dir string, buckets ...string) (*Server, error) {
 	for _, name := range buckets {
 		exists, err := s.backend.BucketExists(name)
 		if err != nil {
-			return nil, fmt.Errorf("check bucket %s: %w", name, err)
+			return nil, errors.Join(fmt.Errorf("check bucket %s: %w", name, err), s.closer())
 		}
 		if exists {
 			continue
 		}
 		if err := s.backend.CreateBucket(name); err != nil {
-			return nil, fmt.Errorf("create bucket %s: %w", name, err)
+			return nil, errors.Join(fmt.Errorf("create bucket %s: %w", name, err), s.closer())
 		}
 	}
 	return s, nil

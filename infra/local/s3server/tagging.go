@@ -6,10 +6,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +40,8 @@ const (
 type tagging struct {
 	backend gofakes3.Backend
 	next    http.Handler
+
+	stripes [64]sync.Mutex
 
 	mu  sync.Mutex
 	mem map[string]map[string]string // dir == "": in memory
@@ -74,24 +78,58 @@ func (t *tagging) close() error {
 }
 
 // ServeHTTP answers ?tagging on an object itself and passes everything else
-// on, dropping the tags of an object written or deleted.
+// on: a write of an object replaces its tags (with its header's, a copy's
+// source's, or none), a deletion drops them, and a read says how many it
+// has (x-amz-tagging-count).
 func (t *tagging) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	bucket, key := splitPath(r.URL.Path)
 	q := r.URL.Query()
-	if key == "" {
+	switch {
+	case key == "" && r.Method == http.MethodPost && q.Has("delete"):
+		t.deleteObjects(w, r, bucket)
+		return
+	case key == "" && r.Method == http.MethodDelete && onlyID(q):
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		t.next.ServeHTTP(sw, r)
+		if sw.status < 300 {
+			_ = t.dropBucket(bucket)
+		}
+		return
+	case key == "":
+		t.next.ServeHTTP(w, r)
+		return
+	case q.Has("tagging"):
+		if q.Has("versionId") {
+			writeS3Error(w, http.StatusNotImplemented, "NotImplemented", "The local S3 keeps tags of an object's current version only.", r.URL.Path)
+			return
+		}
+		lock := t.lock(bucket, key)
+		lock.Lock()
+		defer lock.Unlock()
+		t.serveTagging(w, r, bucket, key)
+		return
+	case r.Method == http.MethodPost && q.Has("uploads") && r.Header.Get("X-Amz-Tagging") != "":
+		writeS3Error(w, http.StatusNotImplemented, "NotImplemented", "The local S3 does not keep the tags of a multipart upload; tag the object once it is complete.", r.URL.Path)
+		return
+	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && !q.Has("uploadId"):
+		if set, err := t.get(bucket, key); err == nil && len(set) > 0 && !q.Has("versionId") {
+			w.Header().Set("X-Amz-Tagging-Count", strconv.Itoa(len(set)))
+		}
 		t.next.ServeHTTP(w, r)
 		return
 	}
-	if q.Has("tagging") {
-		t.serveTagging(w, r, bucket, key)
-		return
-	}
-	writes := (r.Method == http.MethodPut && !q.Has("uploadId")) || r.Method == http.MethodDelete ||
-		(r.Method == http.MethodPost && q.Has("uploadId"))
+	// Writes of the object itself: PutObject and CopyObject, DeleteObject of
+	// the current version, CompleteMultipartUpload. Subresources (?acl,
+	// ?uploadId parts and aborts, ?versionId) leave the tags alone.
+	writes := (r.Method == http.MethodPut || r.Method == http.MethodDelete) && onlyID(q) ||
+		r.Method == http.MethodPost && q.Has("uploadId")
 	if !writes {
 		t.next.ServeHTTP(w, r)
 		return
 	}
+	lock := t.lock(bucket, key)
+	lock.Lock()
+	defer lock.Unlock()
 	var set map[string]string
 	if h := r.Header.Get("X-Amz-Tagging"); h != "" && r.Method == http.MethodPut {
 		var err error
@@ -99,12 +137,6 @@ func (t *tagging) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeS3Error(w, http.StatusBadRequest, "InvalidTag", err.Error(), r.URL.Path)
 			return
 		}
-	}
-	// The write drops the object's tags; the ones its header gives are set
-	// once it is written.
-	if err := t.put(bucket, key, nil); err != nil {
-		writeS3Error(w, http.StatusInternalServerError, "InternalError", err.Error(), r.URL.Path)
-		return
 	}
 	if src := r.Header.Get("X-Amz-Copy-Source"); src != "" && r.Method == http.MethodPut &&
 		!strings.EqualFold(r.Header.Get("X-Amz-Tagging-Directive"), "REPLACE") {
@@ -123,9 +155,81 @@ func (t *tagging) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	t.next.ServeHTTP(sw, r)
-	if sw.status < 300 && len(set) > 0 {
-		_ = t.put(bucket, key, set) // only a failing disk refuses; GetObjectTagging then shows none
+	if sw.status < 300 {
+		_ = t.put(bucket, key, set) // only a failing disk refuses; the tags are then the old ones
 	}
+}
+
+// onlyID says whether a request's query holds nothing but the SDK's
+// operation name (x-id): no subresource.
+func onlyID(q url.Values) bool {
+	for k := range q {
+		if k != "x-id" {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteObjects passes a DeleteObjects request on and drops the tags of the
+// keys it names once it succeeded.
+func (t *tagging) deleteObjects(w http.ResponseWriter, r *http.Request, bucket string) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
+	if err != nil {
+		writeS3Error(w, http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema", r.URL.Path)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	var doc struct {
+		Objects []struct {
+			Key string `xml:"Key"`
+		} `xml:"Object"`
+	}
+	_ = xml.Unmarshal(raw, &doc) // the engine answers a malformed body
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	t.next.ServeHTTP(sw, r)
+	if sw.status >= 300 {
+		return
+	}
+	for _, o := range doc.Objects {
+		// A key the engine could not delete still exists; S3 would keep
+		// its tags, and so does GetObjectTagging here only while it does.
+		if _, err := t.backend.HeadObject(bucket, o.Key); err != nil {
+			_ = t.put(bucket, o.Key, nil)
+		}
+	}
+}
+
+// lock is the stripe of bucket/key: a write and its tags, or a tagging
+// call, run alone on a key.
+func (t *tagging) lock(bucket, key string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(tagID(bucket, key)))
+	return &t.stripes[h.Sum32()%uint32(len(t.stripes))]
+}
+
+// dropBucket removes the tags of every object of a deleted bucket.
+func (t *tagging) dropBucket(bucket string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prefix := tagID(bucket, "")
+	if t.db == nil {
+		for id := range t.mem {
+			if strings.HasPrefix(id, prefix) {
+				delete(t.mem, id)
+			}
+		}
+		return nil
+	}
+	return t.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(tagsBucket).Cursor()
+		for k, _ := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, _ = c.Seek([]byte(prefix)) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (t *tagging) serveTagging(w http.ResponseWriter, r *http.Request, bucket, key string) {

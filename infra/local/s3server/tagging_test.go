@@ -181,6 +181,75 @@ func TestObjectTagging(t *testing.T) {
 	}
 }
 
+// TestObjectTagsOnlyGoWithTheObject: a write that fails, a copy onto
+// itself, an aborted multipart upload leave the tags as they were;
+// DeleteObjects drops them; a read counts them; what the local S3 does not
+// keep (a version's tags, a multipart upload's) is refused, not dropped.
+func TestObjectTagsOnlyGoWithTheObject(t *testing.T) {
+	ctx := context.Background()
+	srv, err := s3server.New("", bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := client(t, srv)
+	const key = "k"
+	put(t, c, key, "v")
+	if err := tag(c, key, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "1"}
+
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("other")),
+		ContentMD5: aws.String("1B2M2Y8AsgTpgAmY7PhCfg==")}) // the digest of nothing
+	if err == nil {
+		t.Fatal("a PutObject whose Content-MD5 does not match: got nil error")
+	}
+	if got := tags(t, c, key); !maps.Equal(got, want) {
+		t.Errorf("tags after a failed write: %v, want %v", got, want)
+	}
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), CopySource: aws.String(bucket + "/" + key),
+		MetadataDirective: types.MetadataDirectiveReplace}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tags(t, c, key); !maps.Equal(got, want) {
+		t.Errorf("tags after a copy onto itself: %v, want %v", got, want)
+	}
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tags(t, c, key); !maps.Equal(got, want) {
+		t.Errorf("tags after an aborted upload: %v, want %v", got, want)
+	}
+	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Body.Close()
+	if aws.ToInt32(got.TagCount) != 1 {
+		t.Errorf("GetObject's tag count: %d, want 1", aws.ToInt32(got.TagCount))
+	}
+
+	if _, err := c.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(bucket), Key: aws.String(key), VersionId: aws.String("v1")}); code(err) != "NotImplemented" {
+		t.Errorf("tags of a version: %v, want NotImplemented", err)
+	}
+	if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("big"), Tagging: aws.String("a=1")}); code(err) != "NotImplemented" {
+		t.Errorf("a multipart upload with tags: %v, want NotImplemented", err)
+	}
+
+	if _, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(bucket), Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String(key)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, key, "back")
+	if got := tags(t, c, key); len(got) != 0 {
+		t.Errorf("tags of an object deleted by DeleteObjects and written again: %v, want none", got)
+	}
+}
+
 // TestObjectTagsSurviveARestart: with a data dir the tags are kept on disk
 // beside the objects.
 func TestObjectTagsSurviveARestart(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
@@ -499,6 +500,8 @@ type markerBody struct {
 	Failed     int       `json:"failed"`
 	// Remainder is the key of the failure object holding what still failed.
 	Remainder string `json:"remainder,omitempty"`
+	// Retired is why an operator gave the object up (Retire).
+	Retired string `json:"retired,omitempty"`
 }
 
 func (r *run) get(ctx context.Context, key string) ([]byte, error) {
@@ -654,4 +657,65 @@ func firstFailed(recs []events.DynamoDBEventRecord, fs []events.DynamoDBBatchIte
 		}
 	}
 	return first, named
+}
+
+// Retire gives up on failure objects an operator will not replay: a poison
+// record's remainder whose cause is understood, an object skipped as
+// malformed or of a mapping this stage no longer has. Each is tagged as
+// replayed (so the bucket's lifecycle expires it, as it never expires a
+// batch that was not replayed) and marked with the reason, and is no longer
+// on its way: what its records would have counted, make audit REPAIR=1
+// counts from the tables and the archive. An object already marked is left
+// as it is. It returns how many it retired.
+func Retire(ctx context.Context, cfg Config, keys []string, reason string) (int, error) {
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if strings.TrimSpace(reason) == "" {
+		return 0, errors.New("retire: say why (a reason is kept in the marker)")
+	}
+	r := &run{cfg: cfg}
+	n := 0
+	for _, key := range keys {
+		if !strings.HasPrefix(key, failures.Prefix) {
+			return n, fmt.Errorf("retire %s: not a failure object (keys start %s)", key, failures.Prefix)
+		}
+		if _, err := r.get(ctx, failures.ReplayedPrefix+key); err == nil {
+			r.line("done", "-", key, "already replayed or retired: left alone")
+			continue
+		} else if !notFound(err) {
+			return n, err
+		}
+		if _, err := r.get(ctx, key); err != nil {
+			if notFound(err) {
+				return n, fmt.Errorf("retire %s: no such object in s3://%s", key, cfg.Bucket)
+			}
+			return n, err
+		}
+		now := time.Now
+		if cfg.Now != nil {
+			now = cfg.Now
+		}
+		mb, err := json.Marshal(markerBody{ReplayedAt: now().UTC(), Retired: reason})
+		if err != nil {
+			return n, err
+		}
+		if err := r.tagReplayed(ctx, key); err != nil {
+			return n, err
+		}
+		if err := r.put(ctx, failures.ReplayedPrefix+key, mb); err != nil {
+			return n, err
+		}
+		r.line("retired", "-", key, reason)
+		n++
+	}
+	fmt.Fprintf(cfg.Out, "replay: %d objects retired; make audit REPAIR=1 counts what their records would have\n", n)
+	return n, nil
+}
+
+// notFound says whether err is S3's answer for a missing key.
+func notFound(err error) bool {
+	var nsk *types.NoSuchKey
+	var api smithy.APIError
+	return errors.As(err, &nsk) || errors.As(err, &api) && (api.ErrorCode() == "NoSuchKey" || api.ErrorCode() == "NotFound")
 }
