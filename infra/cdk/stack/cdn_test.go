@@ -7,10 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
-	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
 	"github.com/shopstream/shopstream/shared/routes"
@@ -111,20 +109,7 @@ func TestCDNReachesNoAuthorisedRoute(t *testing.T) {
 func TestCDNOwnDomain(t *testing.T) {
 	const domain = "shop.example.com"
 	const cert = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-90ab-cdef-1234-567890abcdef"
-	app := awscdk.NewApp(&awscdk.AppProps{
-		Outdir:  jsii.String(t.TempDir()),
-		Context: &map[string]any{"stage": stack.Prod, stack.CDNDomainContext: domain, stack.CDNCertificateContext: cert},
-	})
-	cfg, err := stack.ContextConfig(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stack.New(app, cfg.Name, stack.Props{Config: cfg, DistDir: standInDist, Routes: stack.DeclaredRoutes()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-	tpl := assertions.Template_FromStack(s.Stack, nil)
+	_, s, tpl := synthWithContext(t, map[string]any{"stage": stack.Prod, stack.CDNDomainContext: domain, stack.CDNCertificateContext: cert})
 	tpl.HasResourceProperties(jsii.String("AWS::CloudFront::Distribution"), map[string]any{
 		"DistributionConfig": assertions.Match_ObjectLike(&map[string]any{
 			"Aliases": []any{domain},

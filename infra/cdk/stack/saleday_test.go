@@ -142,20 +142,7 @@ func TestStageCapacity(t *testing.T) {
 // stays clean.
 func TestSaleWarmThroughput(t *testing.T) {
 	const sale = "product-stock.writes=10000, product-stock.reads=40000,products.byCategory.reads=6000"
-	app := awscdk.NewApp(&awscdk.AppProps{
-		Outdir:  jsii.String(t.TempDir()),
-		Context: &map[string]any{"stage": stack.Prod, stack.SaleWarmContext: sale},
-	})
-	cfg, err := stack.ContextConfig(app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stack.New(app, cfg.Name, stack.Props{Config: cfg, DistDir: standInDist, Routes: stack.DeclaredRoutes()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-	tpl := assertions.Template_FromStack(s.Stack, nil)
+	cfg, s, tpl := synthWithContext(t, map[string]any{"stage": stack.Prod, stack.SaleWarmContext: sale})
 
 	// The stock table as AWS's example declares a pre-warmed table.
 	tpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
@@ -190,6 +177,23 @@ func TestSaleWarmThroughput(t *testing.T) {
 	for _, m := range findings {
 		t.Errorf("unsuppressed finding at %s: %v", *m.Id, m.Entry.Data)
 	}
+}
+
+// synthWithContext synthesizes the stack as `cdk synth -c` does with ctx,
+// with cdk-nag's checks, and returns its configuration, stack and template.
+func synthWithContext(t *testing.T, ctx map[string]any) (stack.Config, *stack.Stack, assertions.Template) {
+	t.Helper()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir()), Context: &ctx})
+	cfg, err := stack.ContextConfig(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stack.New(app, cfg.Name, stack.Props{Config: cfg, DistDir: standInDist, Routes: stack.DeclaredRoutes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	return cfg, s, assertions.Template_FromStack(s.Stack, nil)
 }
 
 // TestContextConfig: without the setting a stage is its own configuration;

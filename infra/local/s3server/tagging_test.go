@@ -21,6 +21,17 @@ import (
 
 const bucket = "failures"
 
+// memServer is an S3 service in memory, closed with the test.
+func memServer(t *testing.T) *s3server.Server {
+	t.Helper()
+	srv, err := s3server.New("", bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
 // client is an S3 client of srv, as the stack's users configure one.
 func client(t *testing.T, srv *s3server.Server) *s3.Client {
 	t.Helper()
@@ -96,12 +107,7 @@ func code(err error) string {
 // S3's limits answer InvalidTag.
 func TestObjectTagging(t *testing.T) {
 	ctx := context.Background()
-	srv, err := s3server.New("", bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := client(t, srv)
+	c := client(t, memServer(t))
 	const key = "aws/lambda/m/shard/2026/11/26/batch"
 	put(t, c, key, `{"version":"1.0"}`)
 
@@ -187,12 +193,7 @@ func TestObjectTagging(t *testing.T) {
 // keep (a version's tags, a multipart upload's) is refused, not dropped.
 func TestObjectTagsOnlyGoWithTheObject(t *testing.T) {
 	ctx := context.Background()
-	srv, err := s3server.New("", bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c := client(t, srv)
+	c := client(t, memServer(t))
 	const key = "k"
 	put(t, c, key, "v")
 	if err := tag(c, key, "a", "1"); err != nil {
@@ -200,7 +201,7 @@ func TestObjectTagsOnlyGoWithTheObject(t *testing.T) {
 	}
 	want := map[string]string{"a": "1"}
 
-	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("other")),
+	_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader([]byte("other")),
 		ContentMD5: aws.String("1B2M2Y8AsgTpgAmY7PhCfg==")}) // the digest of nothing
 	if err == nil {
 		t.Fatal("a PutObject whose Content-MD5 does not match: got nil error")
