@@ -106,7 +106,16 @@ func NumberSize(s string) int {
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		s = s[:i]
 	}
-	digits := strings.Trim(strings.NewReplacer("-", "", "+", "", ".", "").Replace(s), "0")
+	// The digits without sign or point, then without leading and trailing
+	// zeros; counted in place (a GET sizes every number it reads).
+	var buf [48]byte
+	digits := buf[:0]
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '-' && c != '+' && c != '.' {
+			digits = append(digits, c)
+		}
+	}
+	digits = bytes.Trim(digits, "0")
 	return (len(digits)+1)/2 + 1
 }
 

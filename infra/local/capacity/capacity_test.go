@@ -211,3 +211,25 @@ func TestCheckUnits(t *testing.T) {
 		t.Errorf("a check of a 1.5 KB item: got %g, want 4", got)
 	}
 }
+
+// TestNumberSize: one byte per two significant digits, plus one; sign,
+// point, exponent and leading and trailing zeros do not count.
+func TestNumberSize(t *testing.T) {
+	for s, want := range map[string]int{
+		"0":                                      1,
+		"7":                                      2,
+		"12":                                     2,
+		"123":                                    3,
+		"-1.50":                                  2,
+		"+100":                                   2,
+		"0.001":                                  2,
+		"1E+10":                                  2,
+		"2.5e-3":                                 2,
+		"12345678901234567890123456789012345678": 20,
+		"-1234567890123456789012345678901234567.8": 20,
+	} {
+		if got := capacity.NumberSize(s); got != want {
+			t.Errorf("NumberSize(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
