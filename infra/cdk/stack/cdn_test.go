@@ -178,8 +178,10 @@ func TestParseCDNDomain(t *testing.T) {
 		{"shop.example.com", strings.Replace(cert, "arn:aws:", "arn:aws-cn:", 1), stack.CDNCertificateContext},
 		{"shop.example.com", "arn:aws:acm:us-east-1:123456789012:certificate/------------------------------------", stack.CDNCertificateContext},
 	} {
-		if _, _, err := stack.ParseCDNDomain(tc.domain, tc.cert); err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%q, %q: got %v, want an error containing %q", tc.domain, tc.cert, err, tc.err)
-		}
+		t.Run(tc.domain+" "+tc.cert, func(t *testing.T) {
+			if _, _, err := stack.ParseCDNDomain(tc.domain, tc.cert); err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("got %v, want an error containing %q", err, tc.err)
+			}
+		})
 	}
 }

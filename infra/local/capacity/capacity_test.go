@@ -228,8 +228,10 @@ func TestNumberSize(t *testing.T) {
 		"12345678901234567890123456789012345678": 20,
 		"-1234567890123456789012345678901234567.8": 20,
 	} {
-		if got := capacity.NumberSize(s); got != want {
-			t.Errorf("NumberSize(%q) = %d, want %d", s, got, want)
-		}
+		t.Run(s, func(t *testing.T) {
+			if got := capacity.NumberSize(s); got != want {
+				t.Errorf("got %d, want %d", got, want)
+			}
+		})
 	}
 }

@@ -178,9 +178,11 @@ func TestObjectTagging(t *testing.T) {
 		"a repeated key": {"a", "1", "a", "2"},
 		"an empty key":   {"", "1"},
 	} {
-		if err := tag(c, key, kv...); code(err) != "InvalidTag" {
-			t.Errorf("%s: %v, want InvalidTag", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if err := tag(c, key, kv...); code(err) != "InvalidTag" {
+				t.Errorf("got %v, want InvalidTag", err)
+			}
+		})
 	}
 	if got := tags(t, c, key); len(got) != 0 {
 		t.Errorf("tags after refused taggings: %v, want none", got)
