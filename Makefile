@@ -64,9 +64,11 @@ OPS = $(if $(filter command line environment environment override,$(origin STAGE
 ops:
 	@$(GO) build -o $(OPS_BIN) ./infra/ops
 
-## replay: re-drive every failed stream batch not yet replayed (MAPPING=orders-counters for one mapping; RETIRE="<key> …" REASON="…" gives those objects up instead)
+## replay: re-drive every failed stream batch not yet replayed (MAPPING=orders-counters for one mapping; RETIRE="<key> …" REASON="…" [FORCE=1] gives those objects up instead)
+# RETIRE and REASON reach the shell as environment variables, never as text of
+# the recipe: a quote or a $( in a reason stays part of the reason.
 replay: ops
-	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$(RETIRE)" -reason "$(REASON)")
+	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(if $(FORCE),-force))
 
 ## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
 audit: ops
@@ -168,19 +170,19 @@ deploy-check:
 	case "$$cdn" in \
 	  https://*.cloudfront.net|""|None) ;; \
 	  *) if [ -z "$(CDN_DOMAIN)" ]; then \
-	       echo "deploy: shopstream-$(STAGE) serves its CDN at $$cdn; pass CDN_DOMAIN and CDN_CERTIFICATE_ARN on every deploy, or the distribution goes back to its cloudfront.net name and TLSv1" >&2; \
+	       echo "deploy: shopstream-$(STAGE) serves its CDN at $$cdn; pass CDN_DOMAIN and CDN_CERTIFICATE_ARN on every deploy (CDN_DOMAIN=none puts the distribution back on its cloudfront.net name and TLSv1)" >&2; \
 	       exit 1; \
 	     fi ;; \
 	esac
 
-## deploy: cdk deploy one stage (STAGE=dev|prod; ALARM_EMAIL=<address> on every prod deploy, none for no mail; RESERVED_CONCURRENCY=none|fn=n,... optional; CDN_DOMAIN=<host> CDN_CERTIFICATE_ARN=<us-east-1 ACM ARN> on every deploy of a stage that has its own CDN name); needs AWS credentials
+## deploy: cdk deploy one stage (STAGE=dev|prod; ALARM_EMAIL=<address> on every prod deploy, none for no mail; RESERVED_CONCURRENCY=none|fn=n,... optional; CDN_DOMAIN=<host> CDN_CERTIFICATE_ARN=<us-east-1 ACM ARN> on every deploy of a stage that has its own CDN name, CDN_DOMAIN=none to drop it); needs AWS credentials
 # CloudFormation hands each function's alias to CodeDeploy and waits for it:
 # the API's new version takes traffic by the stage's canary or linear steps
 # and rolls back by itself on an alarm (docs/deploy.md, "Rolling back").
 deploy: deploy-check build
 	@echo "releases: CodeDeploy application $(RELEASES), groups $(addprefix shopstream-$(STAGE)-,$(STREAMED))"
 	@echo "  watch: aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-api"
-	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(filter-out none,$(ALARM_EMAIL)),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) $(if $(CDN_DOMAIN),-c cdnDomain=$(CDN_DOMAIN)) $(if $(CDN_CERTIFICATE_ARN),-c cdnCertificateArn=$(CDN_CERTIFICATE_ARN)) --require-approval broadening --progress events; \
+	cd infra/cdk && $(CDK) deploy -c stage=$(STAGE) $(if $(filter-out none,$(ALARM_EMAIL)),-c alarmEmail=$(ALARM_EMAIL)) $(if $(RESERVED_CONCURRENCY),-c reservedConcurrency=$(RESERVED_CONCURRENCY)) $(if $(SALE_WARM_THROUGHPUT),-c saleWarmThroughput=$(SALE_WARM_THROUGHPUT)) $(if $(filter-out none,$(CDN_DOMAIN)),-c cdnDomain=$(CDN_DOMAIN)) $(if $(CDN_CERTIFICATE_ARN),-c cdnCertificateArn=$(CDN_CERTIFICATE_ARN)) --require-approval broadening --progress events; \
 	  status=$$?; \
 	  for g in $(STREAMED); do \
 	    id=$$(aws deploy list-deployments --application-name $(RELEASES) --deployment-group-name shopstream-$(STAGE)-$$g --max-items 1 --query 'deployments[0]' --output text 2>/dev/null); \

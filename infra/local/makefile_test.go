@@ -158,6 +158,7 @@ func TestDeployKeepsTheCDNName(t *testing.T) {
 		args     []string
 	}{
 		{"https://shop.example.com", []string{"STAGE=dev", "CDN_DOMAIN=shop.example.com", "CDN_CERTIFICATE_ARN=arn"}},
+		{"https://shop.example.com", []string{"STAGE=dev", "CDN_DOMAIN=none"}},
 		{"https://d111111abcdef8.cloudfront.net", []string{"STAGE=dev"}},
 		{"", []string{"STAGE=dev"}},
 	} {
@@ -165,8 +166,30 @@ func TestDeployKeepsTheCDNName(t *testing.T) {
 			t.Errorf("deploy-check with %q deployed, %v: %v\n%s", tc.deployed, tc.args, err, out)
 		}
 	}
+	if out, err := mk("", "-n", "deploy", "STAGE=dev", "CDN_DOMAIN=none"); err != nil || strings.Contains(out, "cdnDomain") {
+		t.Errorf("make -n deploy CDN_DOMAIN=none: err %v; want no cdnDomain context:\n%s", err, out)
+	}
 	out, err := mk("", "-n", "deploy", "STAGE=dev", "CDN_CERTIFICATE_ARN=arn:aws:acm:us-east-1:123456789012:certificate/x")
 	if err != nil || !strings.Contains(out, "-c cdnCertificateArn=arn:aws:acm:us-east-1:123456789012:certificate/x") || strings.Contains(out, "cdnDomain") {
 		t.Errorf("make -n deploy with a certificate alone: err %v; want it passed on alone, for the app to refuse:\n%s", err, out)
+	}
+}
+
+// TestReplayRetireQuotesNothing: make replay RETIRE=… REASON=… hands both to
+// bin/ops through the environment, so a reason with quotes or $( is the
+// reason, never recipe text the shell would run.
+func TestReplayRetireQuotesNothing(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-s", "--no-print-directory", "-n", "replay", "RETIRE=aws/lambda/k", `REASON=it "broke" $$(touch pwned)`, "FORCE=1")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n replay: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `-retire "$RETIRE" -reason "$REASON" -force`) || strings.Contains(string(out), "broke") {
+		t.Errorf("make -n replay: got\n%s\nwant the values passed as $RETIRE and $REASON, not as text", out)
 	}
 }

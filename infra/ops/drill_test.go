@@ -157,6 +157,12 @@ func (d *drill) objects(prefix string) []string {
 	return keys
 }
 
+// failedKeys returns the failure objects' keys of one mapping (its UUID).
+func (d *drill) failedKeys(mappingID string) []string {
+	d.t.Helper()
+	return d.objects(failures.Prefix + mappingID + "/")
+}
+
 // replayedTagged returns the keys under prefix that carry the replay's tag
 // (failures.ReplayedTag), the only objects the bucket's lifecycle expires.
 func (d *drill) replayedTagged(prefix string) []string {

@@ -24,11 +24,15 @@ func replayCommand(ctx context.Context, t *target.Target, args []string, e env) 
 	var retire keyList
 	fs.Var(&retire, "retire", "give up on this failure object instead of replaying anything (repeatable; a poison's remainder, an object skipped for good): tagged and marked so the bucket's lifecycle expires it; make audit REPAIR=1 then counts what it held")
 	reason := fs.String("reason", "", "why the -retire objects are given up (kept in their markers; required with -retire)")
+	force := fs.Bool("force", false, "with -retire: give up an archiver's batch too, whose TTL-removed items are then lost from the archive for good")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if len(retire) > 0 {
-		_, err := replay.Retire(ctx, replay.Config{Store: t.S3(), Bucket: t.FailureBucket, Out: e.stdout}, retire, *reason)
+		if *mapping != "" {
+			return fmt.Errorf("-retire names its objects: -mapping does not go with it")
+		}
+		_, err := replay.Retire(ctx, replay.Config{Store: t.S3(), Bucket: t.FailureBucket, Target: t, Out: e.stdout}, retire, *reason, *force)
 		return err
 	}
 	inv, err := invoker(t, e)

@@ -298,6 +298,19 @@ func TestDrillReplayBringsEveryFunctionBack(t *testing.T) {
 	if got := len(d.objects(failures.Prefix)); got != objects {
 		t.Errorf("failure objects: got %d, want %d (a replay that succeeds writes none)", got, objects)
 	}
+
+	// An archiver's batch is the only copy of what TTL removed: retiring
+	// one takes -force.
+	archived := d.failedKeys(failures.LocalMappingID("orders-archiver"))
+	if len(archived) == 0 {
+		t.Fatal("no failure object of orders-archiver")
+	}
+	if code, out := d.replay("-retire", archived[0], "-reason", "tried"); code != 2 || !strings.Contains(out, "archive for good") {
+		t.Errorf("retire of an archiver's batch without -force: exit %d, want 2 and the loss named", code)
+	}
+	if code, out := d.replay("-retire", archived[0], "-reason", "tried", "-force"); code != 0 || !strings.Contains(out, "already replayed or retired") {
+		t.Errorf("retire of a replayed archiver's batch with -force: exit %d, want 0, left alone", code)
+	}
 }
 
 type invokerFunc func(context.Context, string, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)

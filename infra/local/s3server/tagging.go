@@ -192,11 +192,15 @@ func (t *tagging) deleteObjects(w http.ResponseWriter, r *http.Request, bucket s
 		return
 	}
 	for _, o := range doc.Objects {
-		// A key the engine could not delete still exists; S3 would keep
-		// its tags, and so does GetObjectTagging here only while it does.
+		// A key the engine could not delete still exists and keeps its
+		// tags. Under the key's stripe, so that a write of it in between
+		// keeps the tags it brought.
+		lock := t.lock(bucket, o.Key)
+		lock.Lock()
 		if _, err := t.backend.HeadObject(bucket, o.Key); err != nil {
 			_ = t.put(bucket, o.Key, nil)
 		}
+		lock.Unlock()
 	}
 }
 

@@ -51,6 +51,7 @@ type Store interface {
 	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	PutObjectTagging(context.Context, *s3.PutObjectTaggingInput, ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error)
+	HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 }
 
 // Config configures a replay.
@@ -453,7 +454,13 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 		if err != nil {
 			return outcome{}, fmt.Errorf("remainder of %s: %w", key, err)
 		}
-		if err := r.put(ctx, rk, b); err != nil {
+		// A rerun after a kill derives the same key: written once, so the
+		// versioned bucket keeps no untagged copy that would never expire.
+		if _, err := r.head(ctx, rk); notFound(err) {
+			if err := r.put(ctx, rk, b); err != nil {
+				return outcome{}, err
+			}
+		} else if err != nil {
 			return outcome{}, err
 		}
 		marker.Remainder = rk
@@ -665,9 +672,12 @@ func firstFailed(recs []events.DynamoDBEventRecord, fs []events.DynamoDBBatchIte
 // replayed (so the bucket's lifecycle expires it, as it never expires a
 // batch that was not replayed) and marked with the reason, and is no longer
 // on its way: what its records would have counted, make audit REPAIR=1
-// counts from the tables and the archive. An object already marked is left
-// as it is. It returns how many it retired.
-func Retire(ctx context.Context, cfg Config, keys []string, reason string) (int, error) {
+// counts from the tables and the archive. An archiver's object is refused
+// unless force is set: it is the only copy of what TTL removed, and
+// retiring it loses those items from the archive for good. Every key is
+// checked before any is retired; one already marked is left as it is. It
+// returns how many it retired.
+func Retire(ctx context.Context, cfg Config, keys []string, reason string, force bool) (int, error) {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
@@ -675,27 +685,36 @@ func Retire(ctx context.Context, cfg Config, keys []string, reason string) (int,
 		return 0, errors.New("retire: say why (a reason is kept in the marker)")
 	}
 	r := &run{cfg: cfg}
-	n := 0
+	var todo []string
 	for _, key := range keys {
 		if !strings.HasPrefix(key, failures.Prefix) {
-			return n, fmt.Errorf("retire %s: not a failure object (keys start %s)", key, failures.Prefix)
+			return 0, fmt.Errorf("retire %s: not a failure object (keys start %s)", key, failures.Prefix)
 		}
-		if _, err := r.get(ctx, failures.ReplayedPrefix+key); err == nil {
+		if k, err := failures.ParseKey(key); err == nil && cfg.Target != nil && !force {
+			if m, ok := cfg.Target.Mapping(k.MappingID); ok && m.Function == wiring.Archiver {
+				return 0, fmt.Errorf("retire %s: a batch of %s is the only copy of the items TTL removed, and retiring it loses them from the archive for good; replay it, or retire it with -force", key, m.Name)
+			}
+		}
+		if _, err := r.head(ctx, failures.ReplayedPrefix+key); err == nil {
 			r.line("done", "-", key, "already replayed or retired: left alone")
 			continue
 		} else if !notFound(err) {
-			return n, err
+			return 0, err
 		}
-		if _, err := r.get(ctx, key); err != nil {
+		if _, err := r.head(ctx, key); err != nil {
 			if notFound(err) {
-				return n, fmt.Errorf("retire %s: no such object in s3://%s", key, cfg.Bucket)
+				return 0, fmt.Errorf("retire %s: no such object in s3://%s", key, cfg.Bucket)
 			}
-			return n, err
+			return 0, err
 		}
-		now := time.Now
-		if cfg.Now != nil {
-			now = cfg.Now
-		}
+		todo = append(todo, key)
+	}
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	n := 0
+	for _, key := range todo {
 		mb, err := json.Marshal(markerBody{ReplayedAt: now().UTC(), Retired: reason})
 		if err != nil {
 			return n, err
@@ -711,6 +730,15 @@ func Retire(ctx context.Context, cfg Config, keys []string, reason string) (int,
 	}
 	fmt.Fprintf(cfg.Out, "replay: %d objects retired; make audit REPAIR=1 counts what their records would have\n", n)
 	return n, nil
+}
+
+// head says whether key exists (a missing one is notFound).
+func (r *run) head(ctx context.Context, key string) (*s3.HeadObjectOutput, error) {
+	out, err := r.cfg.Store.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(r.cfg.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("head s3://%s/%s: %w", r.cfg.Bucket, key, err)
+	}
+	return out, nil
 }
 
 // notFound says whether err is S3's answer for a missing key.
