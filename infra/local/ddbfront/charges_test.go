@@ -42,6 +42,17 @@ func limitedStack(t *testing.T) (*endpoints.Stack, *stillClock) {
 	return st, clock
 }
 
+// limitedTable creates a table of the test's own under limitedStack's
+// limits, and returns a client, its name and the limits' clock.
+func limitedTable(t *testing.T, name string) (*dynamodb.Client, string, *stillClock) {
+	t.Helper()
+	st, clock := limitedStack(t)
+	db := st.DynamoDB()
+	table := stacktest.OwnPrefix(t) + name
+	createTable(t, db, table, "")
+	return db, table, clock
+}
+
 // admitted sends n requests and counts those the front let through; every
 // other answer must be a ProvisionedThroughputExceededException.
 func admitted(t *testing.T, n int, send func(i int) error) int {

@@ -8,8 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
 // A write priced from the item the front saw the previous write leave (the
@@ -19,10 +17,7 @@ import (
 // partition; what it was charged is read from how many one-unit writes of
 // the partition's other items still pass on a still clock at 12 units.
 func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
-	st, clock := limitedStack(t)
-	db := st.DynamoDB()
-	table := stacktest.OwnPrefix(t) + "priced"
-	createTable(t, db, table, "")
+	db, table, clock := limitedTable(t, "priced")
 	fiveKB := &types.AttributeValueMemberS{Value: strings.Repeat("x", 5_000)}
 	update := func(expr string, vals map[string]types.AttributeValue) error {
 		_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{
@@ -81,10 +76,7 @@ func TestWritesPricedFromTheLastWriteSeen(t *testing.T) {
 // condition) leaves no image behind it: the next write of the item it grew
 // is priced from the item as it now is.
 func TestWriteTheLimitsCannotReadDropsImages(t *testing.T) {
-	st, clock := limitedStack(t)
-	db := st.DynamoDB()
-	table := stacktest.OwnPrefix(t) + "unread"
-	createTable(t, db, table, "")
+	db, table, clock := limitedTable(t, "unread")
 	clock.refill()
 	put(t, db, table, item("q", 0, nil))
 	put(t, db, table, item("q", 1, nil))
@@ -113,10 +105,7 @@ func TestWriteTheLimitsCannotReadDropsImages(t *testing.T) {
 // A Put that applies only where no item is, refused because one is, is
 // charged what AWS charges a failed condition: the item it found.
 func TestRefusedPutChargedByTheItemFound(t *testing.T) {
-	st, clock := limitedStack(t)
-	db := st.DynamoDB()
-	table := stacktest.OwnPrefix(t) + "found"
-	createTable(t, db, table, "")
+	db, table, clock := limitedTable(t, "found")
 	clock.refill()
 	// Written by a batch, so that the front keeps no image of it.
 	if _, err := db.BatchWriteItem(ctx(t), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{

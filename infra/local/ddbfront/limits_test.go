@@ -354,10 +354,7 @@ func TestPartiQLTransactionConflicts(t *testing.T) {
 // ExecuteTransaction twice that, and a BatchExecuteStatement statement
 // whose partition cannot pay fails alone.
 func TestPartiQLWriteThroughput(t *testing.T) {
-	st, clock := limitedStack(t)
-	db := st.DynamoDB()
-	table := stacktest.OwnPrefix(t) + "items"
-	createTable(t, db, table, "")
+	db, table, clock := limitedTable(t, "items")
 	insert := func(pk string, sk int) *dynamodb.ExecuteStatementInput {
 		return &dynamodb.ExecuteStatementInput{Statement: aws.String(`INSERT INTO "` + table + `" VALUE {'pk': ?, 'sk': ?, 'body': ?}`),
 			Parameters: []types.AttributeValue{&types.AttributeValueMemberS{Value: pk}, num(int64(sk)), tenKB}}
