@@ -692,7 +692,7 @@ func Retire(ctx context.Context, cfg Config, keys []string, reason string, force
 		}
 		if k, err := failures.ParseKey(key); err == nil && cfg.Target != nil && !force {
 			if m, ok := cfg.Target.Mapping(k.MappingID); ok && m.Function == wiring.Archiver {
-				return 0, fmt.Errorf("retire %s: a batch of %s is the only copy of the items TTL removed, and retiring it loses them from the archive for good; replay it, or retire it with -force", key, m.Name)
+				return 0, fmt.Errorf("retire %s: a batch of %s is the only copy of the items TTL removed, and retiring it loses them from the archive for good; replay it, or retire it with -force (make replay … FORCE=1)", key, m.Name)
 			}
 		}
 		if _, err := r.head(ctx, failures.ReplayedPrefix+key); err == nil {
