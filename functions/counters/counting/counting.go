@@ -353,8 +353,8 @@ func (h *Handler) apply(ctx context.Context, g txGroup) (applied, error) {
 		if err != nil {
 			return res, err
 		}
-		if len(items) == 0 && gone(g, missing) {
-			// Every item the facts touch is gone: nothing to count, and
+		if gone(g, missing) {
+			// Every item the facts change is gone: nothing to count, and
 			// nothing a redelivery could count twice.
 			for _, w := range g {
 				w.done = true
@@ -450,9 +450,10 @@ func nearDeadline(ctx context.Context) bool {
 }
 
 // gone reports whether the group's facts change only items that are missing:
-// there is nothing to count, and nothing a redelivery could count twice. A
-// group whose deltas all cancel out (a review replaced with the same rating)
-// is not gone: its markers are written.
+// there is nothing to count, and nothing a redelivery could count twice (the
+// items whose deltas cancel are not written either). A group whose deltas
+// all cancel out (a review replaced with the same rating) is not gone: its
+// markers are written, with its items' versions.
 func gone(g txGroup, missing map[counterKey]bool) bool {
 	sums := map[counterKey]map[string]int64{}
 	for _, w := range g {
@@ -497,8 +498,8 @@ func reasonAt(rs []types.CancellationReason, i int) types.CancellationReason {
 }
 
 // transaction builds the group's transaction: first one update per counter
-// item that exists as far as we know and whose deltas in the group do not sum
-// to zero, adding the sums; then one marker per fact, holding the fact's
+// item that exists as far as we know, adding the sums (none when they are
+// zero) and 1 to its version; then one marker per fact, holding the fact's
 // effects. It returns the items in action order.
 func (h *Handler) transaction(g txGroup, missing map[counterKey]bool) (*dynamodb.TransactWriteItemsInput, []counterKey, error) {
 	sums := map[counterKey]map[string]int64{}
@@ -515,9 +516,14 @@ func (h *Handler) transaction(g txGroup, missing map[counterKey]bool) (*dynamodb
 			}
 		}
 	}
+	// Every item the facts touch is updated, its version bumped even when
+	// its deltas cancel (a review replaced, by its user; with the same
+	// rating, on its product too): the audit judges an item by its version
+	// holding still across its reading of the markers, and a scan may read
+	// one of this transaction's markers and not another (docs/counters.md).
 	var items []counterKey
 	for _, k := range g.items() {
-		if sums[k] != nil && nonZero(sums[k]) {
+		if sums[k] != nil {
 			items = append(items, k)
 		}
 	}
@@ -565,12 +571,14 @@ func (h *Handler) keyOf(item counterKey) (string, map[string]types.AttributeValu
 	return keyName, map[string]types.AttributeValue{keyName: &types.AttributeValueMemberS{Value: item.key}}
 }
 
-// update adds the summed deltas to one counter item and 1 to its version, on
-// the condition that the item exists.
+// update adds the summed deltas that are not zero to one counter item and 1
+// to its version, on the condition that the item exists.
 func (h *Handler) update(item counterKey, sum map[string]int64) (*types.Update, error) {
 	names := make([]string, 0, len(sum))
-	for k := range sum {
-		names = append(names, k)
+	for k, v := range sum {
+		if v != 0 {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	update := expression.Add(expression.Name("version"), expression.Value(1))

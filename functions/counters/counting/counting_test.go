@@ -568,6 +568,23 @@ func TestEachCounterWriteBumpsVersionOncePerBatch(t *testing.T) {
 	}
 }
 
+// A review replaced with the same rating changes no counter, but its markers
+// are written: the version of each item they touch moves with them, or an
+// audit reading half of them would judge the item unmoved (docs/counters.md).
+func TestCancellingDeltasStillBumpTheVersion(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4)))
+	u, p := f.user("u1"), f.product("p1")
+	f.deliver(f.record(f.tables.Reviews, "MODIFY", reviewImage("p1", "u1", 4), replaced("p1", "u1", 4)))
+	u2, p2 := f.user("u1"), f.product("p1")
+	if u2["reviewCount"] != 1 || p2["reviewCount"] != 1 || p2["ratingTotal"] != 4 {
+		t.Errorf("counters: user %v, product %v; want 1 review of 4", u2, p2)
+	}
+	if u2["version"] != u["version"]+1 || p2["version"] != p["version"]+1 {
+		t.Errorf("versions: user %d→%d, product %d→%d; want each bumped by 1", u["version"], u2["version"], p["version"], p2["version"])
+	}
+}
+
 func TestMalformedRecordsFailAlone(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
 	malformed := map[string]events.DynamoDBEventRecord{

@@ -117,7 +117,9 @@ func newFixtureLimits(t *testing.T, retention time.Duration, keep func(wiring.Ma
 func (f *fixture) tables() tables.Names { return tables.WithPrefix(f.prefix) }
 
 func (f *fixture) auditor(cfg audit.Config) *audit.Auditor {
-	cfg.DB = f.sys.DynamoDB()
+	if cfg.DB == nil {
+		cfg.DB = f.sys.DynamoDB()
+	}
 	if cfg.S3 == nil {
 		cfg.S3 = f.sys.S3()
 	}
