@@ -449,33 +449,28 @@ func nearDeadline(ctx context.Context) bool {
 	return ok && time.Until(dl) < time.Second
 }
 
-// gone reports whether the group's facts change only items that are missing:
-// there is nothing to count, and nothing a redelivery could count twice (the
-// items whose deltas cancel are not written either). A group whose deltas
-// all cancel out (a review replaced with the same rating) is not gone: its
-// markers are written, with its items' versions.
+// gone reports whether every fact of the group changes only items that are
+// missing: there is nothing to count, and nothing a redelivery could count
+// twice. It is decided fact by fact, never on the group's sums: two facts
+// whose deltas cancel on an item that exists (a review counted in, another
+// taken out, by one user) are not gone, and their markers are written with
+// the item's version, or a redelivery of one of them alone would count it.
 func gone(g txGroup, missing map[counterKey]bool) bool {
-	sums := map[counterKey]map[string]int64{}
 	for _, w := range g {
+		changes := false
 		for _, d := range w.deltas {
-			if sums[d.item] == nil {
-				sums[d.item] = map[string]int64{}
-			}
-			for k, v := range d.delta {
-				sums[d.item][k] += v
+			if nonZero(d.delta) {
+				if !missing[d.item] {
+					return false
+				}
+				changes = true
 			}
 		}
-	}
-	changed := false
-	for k, sum := range sums {
-		if nonZero(sum) {
-			if !missing[k] {
-				return false
-			}
-			changed = true
+		if !changes {
+			return false
 		}
 	}
-	return changed
+	return true
 }
 
 // retryable reports whether a cancellation reason is contention rather than

@@ -661,13 +661,34 @@ func TestMissingCounterItem(t *testing.T) {
 // nothing, not even its marker, and fails nothing.
 func TestRecordWithNoItemLeft(t *testing.T) {
 	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
-	f.deliver(f.record(f.tables.Reviews, "MODIFY", reviewImage("gone", "u1", 2), replaced("gone", "u1", 5)))
+	f.deliver(f.record(f.tables.Reviews, "MODIFY", reviewImage("gone", "gone-user", 2), replaced("gone", "gone-user", 5)))
 	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.tables.CounterEvents)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out.Items) != 0 {
 		t.Errorf("markers: got %v, want none", out.Items)
+	}
+}
+
+// Two facts whose deltas cancel on a user that exists, their products gone:
+// the group is not gone (that is decided fact by fact), so their markers
+// are written, and a redelivery of one of them alone counts nothing.
+func TestFactsCancellingOnALiveItemAreNotGone(t *testing.T) {
+	f := newFixture(t, stacktest.DynamoDB(t), stacktest.Tables(t))
+	f.deliver(f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p2", "u1", 3)))
+	for _, p := range []string{"p1", "p2"} {
+		if _, err := f.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.tables.Products),
+			Key: map[string]types.AttributeValue{"productId": s(p)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := f.record(f.tables.Reviews, "INSERT", nil, reviewImage("p1", "u1", 4))
+	out := f.record(f.tables.Reviews, "REMOVE", reviewImage("p2", "u1", 3), nil)
+	f.deliver(in, out)
+	f.deliver(in) // resumed from a later failure: the first record again, alone
+	if got := f.user("u1"); got["reviewCount"] != 1 {
+		t.Errorf("u1: got %v, want reviewCount 1 (one review in, one out, one left)", got)
 	}
 }
 
