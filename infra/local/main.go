@@ -34,6 +34,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/releases"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/routes"
 )
 
 func main() {
@@ -105,6 +106,11 @@ type settings struct {
 	// requests beside this tree's (API_CANARY_REF, API_CANARY_PERCENT).
 	CanaryRef     string
 	CanaryPercent int
+	// APIThrottle is the gateway's default route throttling
+	// (API_RATE_LIMIT, API_BURST_LIMIT; prod's unless set); NoAPIThrottle
+	// is API_THROTTLING=off.
+	APIThrottle   routes.Throttle
+	NoAPIThrottle bool
 }
 
 // functionSettings are passed through to the functions as they are: every
@@ -180,7 +186,38 @@ func load(getenv func(string) string) (settings, error) {
 		}
 		s.DuplicateEvery = n
 	}
+	if err := loadThrottle(getenv, &s); err != nil {
+		return s, err
+	}
 	return s, loadLimits(getenv, &s.Limits)
+}
+
+// loadThrottle reads the API's route throttling: prod's rate and burst
+// (routes.ProdThrottle) unless API_RATE_LIMIT or API_BURST_LIMIT say
+// otherwise (dev's 50 and 100 rehearse that stage); API_THROTTLING=off turns
+// it off, for benchmarks only.
+func loadThrottle(getenv func(string) string, s *settings) error {
+	switch v := getenv("API_THROTTLING"); v {
+	case "", "on":
+	case "off":
+		s.NoAPIThrottle = true
+	default:
+		return fmt.Errorf("API_THROTTLING=%q: want on or off", v)
+	}
+	s.APIThrottle = routes.ProdThrottle
+	for _, l := range []struct {
+		env  string
+		dest *int
+	}{{"API_RATE_LIMIT", &s.APIThrottle.Rate}, {"API_BURST_LIMIT", &s.APIThrottle.Burst}} {
+		if v := getenv(l.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%s=%q: want a whole number of requests from 1 up", l.env, v)
+			}
+			*l.dest = n
+		}
+	}
+	return nil
 }
 
 // loadLimits reads AWS's limits: on unless DYNAMODB_LIMITS=off (debugging
@@ -246,7 +283,9 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 		return err
 	}
 	sys, err := system.Start(ctx, system.Config{
-		APICanary: canary,
+		APICanary:     canary,
+		APIThrottle:   cfg.APIThrottle,
+		NoAPIThrottle: cfg.NoAPIThrottle,
 		Stack: endpoints.Config{
 			DynamoDBAddr:     addr(cfg.DynamoDBPort),
 			S3Addr:           addr(cfg.S3Port),

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/infra/local/endpoints"
+	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -49,8 +50,18 @@ func TestLoadSettings(t *testing.T) {
 	if got, err = load(env(map[string]string{"DUPLICATE_BATCH_EVERY": "off"})); err != nil || got.DuplicateEvery >= 0 {
 		t.Errorf("DUPLICATE_BATCH_EVERY=off: got %d, %v; want a negative number", got.DuplicateEvery, err)
 	}
+	if got, err = load(env(nil)); err != nil || got.NoAPIThrottle || got.APIThrottle != routes.ProdThrottle {
+		t.Errorf("API throttling by default: got %+v off=%v, %v; want prod's %+v", got.APIThrottle, got.NoAPIThrottle, err, routes.ProdThrottle)
+	}
+	if got, err = load(env(map[string]string{"API_RATE_LIMIT": "50", "API_BURST_LIMIT": "100"})); err != nil || got.APIThrottle != (routes.Throttle{Rate: 50, Burst: 100}) {
+		t.Errorf("API_RATE_LIMIT=50 API_BURST_LIMIT=100: got %+v, %v", got.APIThrottle, err)
+	}
+	if got, err = load(env(map[string]string{"API_THROTTLING": "off"})); err != nil || !got.NoAPIThrottle {
+		t.Errorf("API_THROTTLING=off: got off=%v, %v", got.NoAPIThrottle, err)
+	}
 	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"},
-		{"DUPLICATE_BATCH_EVERY": "-1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"}} {
+		{"DUPLICATE_BATCH_EVERY": "-1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"},
+		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"API_BURST_LIMIT": "1.5"}} {
 		if _, err := load(env(bad)); err == nil {
 			t.Errorf("%v: got nil error, want one", bad)
 		}

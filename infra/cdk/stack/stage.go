@@ -12,6 +12,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -139,8 +140,8 @@ var stages = map[string]Config{
 		LogRetention:        awslogs.RetentionDays_ONE_WEEK,
 		ReservedConcurrency: map[string]int{},
 		APIDeployment:       "Canary10Percent5Minutes",
-		APIRateLimit:        50,
-		APIBurstLimit:       100,
+		APIRateLimit:        routes.DevThrottle.Rate,
+		APIBurstLimit:       routes.DevThrottle.Burst,
 		CORSOrigins:         []string{"http://localhost:5173", "http://127.0.0.1:5173"},
 		Search: SearchCapacity{
 			DataNodeType:      "t3.small.search",
@@ -165,8 +166,8 @@ var stages = map[string]Config{
 		CDNAllEdges:               true,
 		APIProvisionedConcurrency: 5,
 		APIDeployment:             "Linear10PercentEvery1Minute",
-		APIRateLimit:              1000,
-		APIBurstLimit:             2000,
+		APIRateLimit:              routes.ProdThrottle.Rate,
+		APIBurstLimit:             routes.ProdThrottle.Burst,
 		CORSOrigins:               []string{"https://shopstream.example.com"},
 		Search: SearchCapacity{
 			DataNodeType:      "r6g.large.search",

@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -38,8 +39,11 @@ type Config struct {
 	// Secret verifies HS256 bearer tokens.
 	Secret []byte
 	Routes []routes.Route
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Throttle, when set, is the stage's default route throttling: each
+	// route's token bucket (routes.Throttle). Nil throttles nothing.
+	Throttle *routes.Throttle
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // maxBody is API Gateway's payload limit.
@@ -78,10 +82,12 @@ type gateway struct {
 	routes []compiled
 }
 
-// compiled is a declared route split into its path segments.
+// compiled is a declared route split into its path segments, with its
+// token bucket when the stage is throttled.
 type compiled struct {
-	rt   routes.Route
-	segs []string
+	rt     routes.Route
+	segs   []string
+	bucket *bucket
 }
 
 // New returns the gateway as an http.Handler.
@@ -94,18 +100,57 @@ func New(cfg Config) http.Handler {
 	}
 	g := &gateway{cfg: cfg}
 	for _, rt := range cfg.Routes {
-		g.routes = append(g.routes, compiled{rt: rt, segs: strings.Split(strings.TrimPrefix(rt.Path, "/"), "/")})
+		c := compiled{rt: rt, segs: strings.Split(strings.TrimPrefix(rt.Path, "/"), "/")}
+		if cfg.Throttle != nil {
+			c.bucket = &bucket{limit: *cfg.Throttle}
+		}
+		g.routes = append(g.routes, c)
 	}
 	return g
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, params, ok := g.match(r)
+	c, params, ok := g.match(r)
 	if !ok {
 		gatewayError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	g.serve(w, r, rt, params)
+	if c.bucket != nil && !c.bucket.take(g.cfg.Now()) {
+		// Throttling comes before the authorizer: a refused request
+		// reaches neither it nor the function.
+		gatewayError(w, http.StatusTooManyRequests, "Too Many Requests")
+		return
+	}
+	g.serve(w, r, c.rt, params)
+}
+
+// bucket is one route's token bucket: it starts full, holds limit.Burst
+// requests and refills at limit.Rate a second ("Throttling requests to your
+// HTTP API", API Gateway developer guide).
+type bucket struct {
+	limit  routes.Throttle
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+// take spends a token, or reports false when the bucket holds less than one.
+func (b *bucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.tokens = float64(b.limit.Burst)
+	} else if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(float64(b.limit.Burst), b.tokens+d.Seconds()*float64(b.limit.Rate))
+	}
+	if now.After(b.last) {
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // match finds the declared route of the request as API Gateway does: by
@@ -114,22 +159,23 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // segment, "." and ".." included (the function then answers for them); a
 // path that no route matches, an empty segment where a route has a
 // parameter for instance, is the gateway's own 404.
-func (g *gateway) match(r *http.Request) (routes.Route, map[string]string, bool) {
+func (g *gateway) match(r *http.Request) (*compiled, map[string]string, bool) {
 	raw := r.URL.EscapedPath()
 	if !strings.HasPrefix(raw, "/") {
-		return routes.Route{}, nil, false
+		return nil, nil, false
 	}
 	parts := strings.Split(raw[1:], "/")
 	segs := make([]string, len(parts))
 	for i, p := range parts {
 		seg, err := url.PathUnescape(p)
 		if err != nil {
-			return routes.Route{}, nil, false
+			return nil, nil, false
 		}
 		segs[i] = seg
 	}
 next:
-	for _, c := range g.routes {
+	for i := range g.routes {
+		c := &g.routes[i]
 		if c.rt.Method != r.Method || len(c.segs) != len(segs) {
 			continue
 		}
@@ -146,9 +192,9 @@ next:
 				continue next
 			}
 		}
-		return c.rt, params, true
+		return c, params, true
 	}
-	return routes.Route{}, nil, false
+	return nil, nil, false
 }
 
 // gatewayError answers with API Gateway's own body and returns the

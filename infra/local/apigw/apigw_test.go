@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -429,4 +430,88 @@ func TestLambdasPayloadLimit(t *testing.T) {
 			t.Errorf("the function was invoked with a payload Lambda refuses")
 		}
 	})
+}
+
+type counting struct{ calls int }
+
+func (c *counting) Handle(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	c.calls++
+	return events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{}`}, nil
+}
+
+// The stage's default route throttling: a token bucket per route, full at
+// first, refilled at the rate up to the burst, checked before the authorizer.
+func TestRouteThrottling(t *testing.T) {
+	fn := &counting{}
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(New(Config{Handler: fn, Secret: secret, Routes: routes.All(),
+		Throttle: &routes.Throttle{Rate: 2, Burst: 3}, Now: func() time.Time { return now }}))
+	t.Cleanup(srv.Close)
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		return do(t, req)
+	}
+	statuses := func(path string, n int) []int {
+		var out []int
+		for range n {
+			code, _ := get(path)
+			out = append(out, code)
+		}
+		return out
+	}
+	if got := statuses("/products/p1", 3); !slices.Equal(got, []int{200, 200, 200}) {
+		t.Fatalf("a full bucket of 3: got %v, want three 200s", got)
+	}
+	code, body := get("/products/p1")
+	if code != http.StatusTooManyRequests || body != `{"message":"Too Many Requests"}` {
+		t.Errorf("an empty bucket: got %d %s, want API Gateway's 429", code, body)
+	}
+	if fn.calls != 3 {
+		t.Errorf("the function ran %d times, want 3 (a throttled request never reaches it)", fn.calls)
+	}
+	if got := statuses("/products/p2", 1); got[0] != http.StatusTooManyRequests {
+		t.Errorf("another product on the same route: got %d, want 429 (the bucket is the route's)", got[0])
+	}
+	if got := statuses("/search", 1); got[0] != http.StatusOK {
+		t.Errorf("another route: got %d, want 200 (each route has its own bucket)", got[0])
+	}
+	if code, _ := get("/nowhere"); code != http.StatusNotFound {
+		t.Errorf("no route: got %d, want the gateway's 404", code)
+	}
+
+	// Guarded: the authorizer refuses without a token, and the refusals
+	// spend the route's tokens all the same.
+	post := func() int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/products", strings.NewReader(`{}`))
+		code, _ := do(t, req)
+		return code
+	}
+	var guarded []int
+	for range 4 {
+		guarded = append(guarded, post())
+	}
+	if !slices.Equal(guarded, []int{401, 401, 401, 429}) {
+		t.Errorf("a guarded route without a token: got %v, want 401 three times, then 429", guarded)
+	}
+
+	now = now.Add(500 * time.Millisecond) // 2 a second: one token
+	if got := statuses("/products/p1", 2); !slices.Equal(got, []int{200, 429}) {
+		t.Errorf("half a second later: got %v, want one 200, then 429", got)
+	}
+	now = now.Add(time.Minute) // refilled up to the burst, not beyond
+	if got := statuses("/products/p1", 4); !slices.Equal(got, []int{200, 200, 200, 429}) {
+		t.Errorf("a minute later: got %v, want the burst of 3, then 429", got)
+	}
+}
+
+func TestNoThrottleWithoutSettings(t *testing.T) {
+	fn := &counting{}
+	srv := httptest.NewServer(New(Config{Handler: fn, Secret: secret, Routes: routes.All()}))
+	t.Cleanup(srv.Close)
+	for i := range 50 {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/products/p1", nil)
+		if code, _ := do(t, req); code != http.StatusOK {
+			t.Fatalf("request %d: got %d, want 200", i, code)
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/migrations"
 	"github.com/shopstream/shopstream/shared/productsearch"
+	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/tracing"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -63,7 +64,14 @@ type Config struct {
 	// another build of the API function (an earlier release's), as a
 	// Lambda alias's routing configuration does during a canary.
 	APICanary *Canary
-	Logger    *slog.Logger
+	// APIThrottle is the gateway's default route throttling (each route's
+	// token bucket, as on API Gateway); the zero value is
+	// routes.ProdThrottle, what the deployed shop's clients meet, in make
+	// run and in every test. NoAPIThrottle turns it off: only for a
+	// benchmark that compares with a release whose stack had none.
+	APIThrottle   routes.Throttle
+	NoAPIThrottle bool
+	Logger        *slog.Logger
 	// Metrics receives the functions' EMF lines; nil discards them.
 	Metrics io.Writer
 }

@@ -14,7 +14,16 @@ import (
 
 // gateway puts the API Gateway emulation in front of the API function.
 func gateway(h apigw.Invoker, cfg Config) http.Handler {
-	return apigw.New(apigw.Config{Handler: h, Secret: cfg.JWTSecret, Routes: routes.All(), Logger: cfg.Logger.With("service", "apigateway")})
+	var throttle *routes.Throttle
+	if !cfg.NoAPIThrottle {
+		t := cfg.APIThrottle
+		if t == (routes.Throttle{}) {
+			t = routes.ProdThrottle
+		}
+		throttle = &t
+	}
+	return apigw.New(apigw.Config{Handler: h, Secret: cfg.JWTSecret, Routes: routes.All(), Throttle: throttle,
+		Logger: cfg.Logger.With("service", "apigateway")})
 }
 
 // FunctionDeps are the stream functions' collaborators besides their
