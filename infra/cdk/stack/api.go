@@ -89,6 +89,9 @@ func (b *builder) httpAPI(routes []Route) error {
 		poolProps.StandardThreatProtectionMode = awscognito.StandardThreatProtectionMode_FULL_FUNCTION
 	}
 	pool := awscognito.NewUserPool(b.s.Stack, jsii.String("UserPool"), poolProps)
+	if err := b.adminGate(pool); err != nil {
+		return err
+	}
 	client := pool.AddClient(jsii.String("WebClient"), &awscognito.UserPoolClientOptions{
 		UserPoolClientName:         b.name("web"),
 		AuthFlows:                  &awscognito.AuthFlow{UserSrp: jsii.Bool(true)},

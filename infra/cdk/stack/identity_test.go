@@ -2,8 +2,14 @@ package stack_test
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
+
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shopstream/shopstream/infra/cdk/stack"
 )
 
 // TestUserPoolKeepsOriginalEmail: a changed address waits for its owner's
@@ -37,6 +43,80 @@ func TestUserPoolKeepsOriginalEmail(t *testing.T) {
 				cp := props(c)
 				if cp["AllowedOAuthFlowsUserPoolClient"] != false || cp["AllowedOAuthFlows"] != nil || cp["AllowedOAuthScopes"] != nil || cp["CallbackURLs"] != nil {
 					t.Errorf("app client OAuth: flows enabled %v, flows %v, scopes %v, callbacks %v; want none", cp["AllowedOAuthFlowsUserPoolClient"], cp["AllowedOAuthFlows"], cp["AllowedOAuthScopes"], cp["CallbackURLs"])
+				}
+			}
+		})
+	}
+}
+
+// TestAdminsNeedASecondFactor: the pool calls the pre-token trigger (event
+// version 1) before every token, may invoke it, and the trigger may read
+// this pool's users and nothing else; the pool challenges every user with a
+// second factor at each sign-in (optional TOTP, no remembered devices that
+// would skip it).
+func TestAdminsNeedASecondFactor(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		cfg, _ := stack.StageConfig(name)
+		t.Run(name, func(t *testing.T) {
+			fnID := ""
+			for id, f := range s.resources("AWS::Lambda::Function") {
+				if props(f)["FunctionName"] == cfg.Name+"-"+stack.TokenFunction {
+					fnID = id
+				}
+			}
+			if fnID == "" {
+				t.Fatalf("no function %s-%s", cfg.Name, stack.TokenFunction)
+			}
+			fnArn := fmt.Sprint(map[string]any{"Fn::GetAtt": []any{fnID, "Arn"}})
+			pools := s.resources("AWS::Cognito::UserPool")
+			if len(pools) != 1 {
+				t.Fatalf("got %d user pools, want 1", len(pools))
+			}
+			for poolID, p := range pools {
+				pp := props(p)
+				lc, _ := pp["LambdaConfig"].(map[string]any)
+				// PreTokenGeneration alone is the trigger at event version 1,
+				// the version tokengate answers.
+				if got := fmt.Sprint(lc["PreTokenGeneration"]); got != fnArn || lc["PreTokenGenerationConfig"] != nil {
+					t.Errorf("pre-token trigger: got LambdaConfig %v, want PreTokenGeneration %s alone (version 1)", lc, fnArn)
+				}
+				if pp["MfaConfiguration"] != "OPTIONAL" || fmt.Sprint(pp["EnabledMfas"]) != "[SOFTWARE_TOKEN_MFA]" {
+					t.Errorf("MFA: got %v %v, want OPTIONAL with TOTP", pp["MfaConfiguration"], pp["EnabledMfas"])
+				}
+				if dc, ok := pp["DeviceConfiguration"]; ok {
+					t.Errorf("device configuration %v: a remembered device would skip the second factor", dc)
+				}
+				poolArn := fmt.Sprint(map[string]any{"Fn::GetAtt": []any{poolID, "Arn"}})
+				invokes := 0
+				for _, perm := range s.resources("AWS::Lambda::Permission") {
+					pp := props(perm)
+					if fmt.Sprint(pp["FunctionName"]) == fnArn {
+						invokes++
+						if pp["Principal"] != "cognito-idp.amazonaws.com" || fmt.Sprint(pp["SourceArn"]) != poolArn {
+							t.Errorf("permission to invoke the trigger: %v, want cognito-idp from %s only", pp, poolArn)
+						}
+					}
+				}
+				if invokes != 1 {
+					t.Errorf("got %d permissions to invoke the trigger, want 1", invokes)
+				}
+				roleID := s.logicalID(s.stack.Stack.Node().FindChild(jsii.String("PreTokenRole")))
+				var cognito []string
+				for _, pol := range s.resources("AWS::IAM::Policy") {
+					pp := props(pol)
+					if !strings.Contains(fmt.Sprint(pp["Roles"]), roleID) {
+						continue
+					}
+					for _, st := range pp["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+						st := st.(map[string]any)
+						if a := fmt.Sprint(st["Action"]); strings.Contains(a, "cognito") {
+							cognito = append(cognito, a+" on "+fmt.Sprint(st["Resource"]))
+						}
+					}
+				}
+				if want := []string{"cognito-idp:AdminGetUser on " + poolArn}; !slices.Equal(cognito, want) {
+					t.Errorf("the trigger's Cognito grants: got %v, want %v", cognito, want)
 				}
 			}
 		})

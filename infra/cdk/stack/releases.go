@@ -24,9 +24,14 @@ func DeploymentGroup(stage, fn string) string { return "shopstream-" + stage + "
 // but CodeDeploy calls it.
 const HookFunction = "deploy-hook"
 
-// BuiltFunctions are the functions make build builds: shared/wiring's and
-// the hook.
-func BuiltFunctions() []string { return append(wiring.Functions(), HookFunction) }
+// TokenFunction is the user pool's pre-token-generation trigger
+// (functions/pre-token): admin reaches a token only for an admin with a
+// second factor. Cognito calls it, so it is outside shared/wiring too.
+const TokenFunction = "pre-token"
+
+// BuiltFunctions are the functions make build builds: shared/wiring's, the
+// hook and the token trigger.
+func BuiltFunctions() []string { return append(wiring.Functions(), HookFunction, TokenFunction) }
 
 // ReleaseApplication names the CodeDeploy application of a stage's releases.
 func ReleaseApplication(stage string) string { return "shopstream-" + stage + "-releases" }
