@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -363,18 +364,29 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	// A residual is taken out conditionally on the version it was judged
-	// at; an item that moved across the markers' reading, or before its
-	// correction, is read again with the markers, until it holds still or
-	// MaxWait is over.
+	// A residual counts only once a second reading of the markers finds it
+	// again, at the same version of the item: AWS makes a transaction's
+	// writes visible item by item (read-committed), so one reading can see
+	// a fact's effects on the counters and miss its marker. It is then
+	// taken out conditionally on that version. An item that moved across
+	// the markers' reading, whose residual waits for its confirmation, or
+	// that moved before its correction, is read again with the markers,
+	// until it holds still or MaxWait is over.
 	corrected := map[Item]bool{}
+	seen := map[Item]judgement{}
 	correct := func(judged map[Item]judgement, moved map[Item]bool) error {
-		if !a.cfg.Repair {
-			return nil
-		}
 		for _, it := range sortedItems(judged) {
 			j := judged[it]
 			if len(j.residual) == 0 || (only != nil && !only[it]) {
+				delete(seen, it)
+				continue
+			}
+			if s, ok := seen[it]; !ok || s.stored.version != j.stored.version || !maps.Equal(s.residual, j.residual) {
+				seen[it] = j
+				moved[it] = true
+				continue
+			}
+			if !a.cfg.Repair {
 				continue
 			}
 			ok, err := a.correct(ctx, it, j.stored.version, j.residual)
@@ -395,7 +407,14 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	for it := range moved {
 		delete(judged, it)
 	}
-	for len(moved) > 0 && time.Now().Before(deadline) {
+	// The second round runs whatever MaxWait says: a residual's
+	// confirmation needs it, and a slow first round must not leave a drift
+	// unjudged. Each round waits 200 ms first, time for what the last
+	// reading saw half of to be visible whole.
+	for len(moved) > 0 && (rep.Rounds == 1 || time.Now().Before(deadline)) {
+		if err := ddbcall.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return rep, err
+		}
 		rep.Rounds++
 		again, err := a.readItems(ctx, moved)
 		if err != nil {
@@ -414,11 +433,6 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 		for it, v := range j {
 			if !mv[it] {
 				judged[it] = v
-			}
-		}
-		if len(mv) > 0 {
-			if err := ddbcall.Sleep(ctx, min(200*time.Millisecond, time.Until(deadline))); err != nil {
-				return rep, err
 			}
 		}
 		moved = mv
