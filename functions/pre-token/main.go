@@ -1,6 +1,6 @@
 // Command pre-token is the user pool's pre-token-generation trigger
 // (package tokengate): the admin group reaches a token only for an admin
-// with a second factor enabled.
+// with TOTP enabled.
 package main
 
 import (
@@ -30,7 +30,9 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("aws config: %w", err)
 	}
 	h := &tokengate.Handler{
-		Users:  cip.NewFromConfig(awsCfg),
+		// Two attempts: Cognito waits 5 s for the trigger, and the
+		// handler's own 2 s bound must end before that.
+		Users:  cip.NewFromConfig(awsCfg, func(o *cip.Options) { o.RetryMaxAttempts = 2 }),
 		Logger: lambdacontext.NewLogger().With("function", "pre-token"),
 	}
 	lambda.StartHandlerFunc(h.Handle)

@@ -1,16 +1,17 @@
 // Package tokengate is the user pool's pre-token-generation trigger: the
-// admin group reaches a token only for an admin with a second factor.
+// admin group reaches a token only for an admin with TOTP enabled.
 //
 // Cognito cannot require MFA for one group of a pool: the pool's MFA is
 // optional so that shoppers can buy without a phone. An admin manages the
 // catalogue, moves orders and reads every user's data, so a stolen password
-// alone must not be enough. The pool asks every user with a second factor
-// enabled for it at each sign-in; this trigger runs before every token is
-// issued (sign-in, refresh, device sign-in) and leaves admin out of
-// cognito:groups unless the user has one enabled. A shopper's token is
-// returned untouched, without a call. When the user pool cannot be asked,
-// admin is left out: the failure costs an admin a sign-in, never the shop
-// an admin without a second factor.
+// alone must not be enough. The pool challenges every user with TOTP enabled
+// at each sign-in; this trigger runs before every token is issued (sign-in,
+// refresh) and keeps the group to such users. A member without TOTP is taken
+// out of the group at once: the password thief who signs in as that member
+// and then enrols a factor of their own does not become an admin. A
+// shopper's token is returned untouched, without a call. When the pool
+// cannot answer, an admin gets no token: the failure costs an admin a
+// sign-in, never the shop an admin without a second factor.
 package tokengate
 
 import (
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,57 +29,81 @@ import (
 // AdminGroup is the group whose members may do everything (docs/contract.md).
 const AdminGroup = "admin"
 
+// TOTP is the one second factor the pool offers (MfaSecondFactor: OTP).
+const TOTP = "SOFTWARE_TOKEN_MFA"
+
 // Users is the part of the Cognito user pools client the trigger uses.
 type Users interface {
 	AdminGetUser(context.Context, *cip.AdminGetUserInput, ...func(*cip.Options)) (*cip.AdminGetUserOutput, error)
+	AdminRemoveUserFromGroup(context.Context, *cip.AdminRemoveUserFromGroupInput, ...func(*cip.Options)) (*cip.AdminRemoveUserFromGroupOutput, error)
 }
 
 // Handler is the trigger.
 type Handler struct {
 	Users  Users
 	Logger *slog.Logger
+	// Timeout bounds the trigger's calls to the pool (default 2 s): Cognito
+	// waits 5 s for a trigger, and an answer in time beats a retry that
+	// outlasts it.
+	Timeout time.Duration
 }
 
-// Handle answers a pre-token-generation event (version 1): unchanged, or with
-// the user's groups less admin.
-func (h *Handler) Handle(ctx context.Context, ev events.CognitoEventUserPoolsPreTokenGen) (events.CognitoEventUserPoolsPreTokenGen, error) {
+// Handle answers a pre-token-generation event (version 2, whose group
+// override reaches the ID and the access token): unchanged for a user
+// outside admin and for an admin with TOTP enabled. An admin without it is
+// taken out of the group, and the token issued without admin: enrolling a
+// factor later, with the tokens a password gave, does not bring admin back;
+// an operator adds the user again. When the pool cannot say, or cannot take
+// the user out, the trigger fails and Cognito issues no token at all.
+func (h *Handler) Handle(ctx context.Context, ev events.CognitoEventUserPoolsPreTokenGenV2_0) (events.CognitoEventUserPoolsPreTokenGenV2_0, error) {
 	groups := ev.Request.GroupConfiguration.GroupsToOverride
 	if !slices.Contains(groups, AdminGroup) {
 		return ev, nil
 	}
-	factors, err := h.secondFactors(ctx, ev.UserPoolID, ev.UserName)
-	switch {
-	case err != nil:
-		h.Logger.ErrorContext(ctx, "admin left out of the token: the user pool could not say whether the user has a second factor",
-			"userPool", ev.UserPoolID, "user", ev.UserName, "trigger", ev.TriggerSource, "err", err.Error())
-	case len(factors) > 0:
-		return ev, nil
-	default:
-		h.Logger.WarnContext(ctx, "admin left out of the token: the user has no second factor enabled",
-			"userPool", ev.UserPoolID, "user", ev.UserName, "trigger", ev.TriggerSource)
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	log := h.Logger.With("userPool", ev.UserPoolID, "user", ev.UserName, "trigger", ev.TriggerSource)
+	totp, err := h.hasTOTP(ctx, ev.UserPoolID, ev.UserName)
+	if err != nil {
+		log.ErrorContext(ctx, "no token: the user pool could not say whether the admin has a second factor", "err", err.Error())
+		return ev, fmt.Errorf("admin %s: second factor unknown: %w", ev.UserName, err)
+	}
+	if totp {
+		return ev, nil
+	}
+	if _, err := h.Users.AdminRemoveUserFromGroup(ctx, &cip.AdminRemoveUserFromGroupInput{
+		UserPoolId: aws.String(ev.UserPoolID), Username: aws.String(ev.UserName), GroupName: aws.String(AdminGroup),
+	}); err != nil {
+		log.ErrorContext(ctx, "no token: an admin without a second factor could not be taken out of the group", "err", err.Error())
+		return ev, fmt.Errorf("admin %s without a second factor: leave the group: %w", ev.UserName, err)
+	}
+	log.WarnContext(ctx, "taken out of admin: no second factor enabled; an operator adds the user again once TOTP is on")
 	kept := make([]string, 0, len(groups))
 	for _, g := range groups {
 		if g != AdminGroup {
 			kept = append(kept, g)
 		}
 	}
-	// A non-nil list replaces the token's groups; nil would keep them.
-	ev.Response.ClaimsOverrideDetails.GroupOverrideDetails.GroupsToOverride = kept
+	// A non-nil list replaces the tokens' groups; nil would keep them.
+	ev.Response.ClaimsAndScopeOverrideDetails.GroupOverrideDetails.GroupsToOverride = kept
 	return ev, nil
 }
 
-// secondFactors returns the MFA methods the user has enabled.
-func (h *Handler) secondFactors(ctx context.Context, pool, user string) ([]string, error) {
+// hasTOTP reports whether the user has TOTP enabled.
+func (h *Handler) hasTOTP(ctx context.Context, pool, user string) (bool, error) {
 	if pool == "" || user == "" {
-		return nil, fmt.Errorf("event without userPoolId or userName")
+		return false, fmt.Errorf("event without userPoolId or userName")
 	}
 	out, err := h.Users.AdminGetUser(ctx, &cip.AdminGetUserInput{UserPoolId: aws.String(pool), Username: aws.String(user)})
 	if err != nil {
-		return nil, fmt.Errorf("admin get user: %w", err)
+		return false, fmt.Errorf("admin get user: %w", err)
 	}
 	if !out.Enabled {
-		return nil, fmt.Errorf("user %s is disabled", user)
+		return false, fmt.Errorf("user %s is disabled", user)
 	}
-	return out.UserMFASettingList, nil
+	return slices.Contains(out.UserMFASettingList, TOTP), nil
 }

@@ -15,18 +15,20 @@ import (
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 )
 
-// pool answers AdminGetUser from a map of users to their MFA methods.
+// pool is a user pool's admin group and its members' MFA methods.
 type pool struct {
-	factors  map[string][]string
-	disabled map[string]bool
-	err      error
-	calls    int
+	factors   map[string][]string
+	disabled  map[string]bool
+	admins    map[string]bool
+	getErr    error
+	removeErr error
+	gets      int
 }
 
 func (p *pool) AdminGetUser(_ context.Context, in *cip.AdminGetUserInput, _ ...func(*cip.Options)) (*cip.AdminGetUserOutput, error) {
-	p.calls++
-	if p.err != nil {
-		return nil, p.err
+	p.gets++
+	if p.getErr != nil {
+		return nil, p.getErr
 	}
 	if aws.ToString(in.UserPoolId) != "us-east-1_pool" {
 		return nil, errors.New("ResourceNotFoundException")
@@ -38,16 +40,27 @@ func (p *pool) AdminGetUser(_ context.Context, in *cip.AdminGetUserInput, _ ...f
 	return &cip.AdminGetUserOutput{Username: in.Username, Enabled: !p.disabled[aws.ToString(in.Username)], UserMFASettingList: f}, nil
 }
 
-// event is a version-1 pre-token-generation event as Cognito sends it.
-func event(t *testing.T, user string, groups ...string) events.CognitoEventUserPoolsPreTokenGen {
+func (p *pool) AdminRemoveUserFromGroup(_ context.Context, in *cip.AdminRemoveUserFromGroupInput, _ ...func(*cip.Options)) (*cip.AdminRemoveUserFromGroupOutput, error) {
+	if p.removeErr != nil {
+		return nil, p.removeErr
+	}
+	if aws.ToString(in.GroupName) != AdminGroup || aws.ToString(in.UserPoolId) != "us-east-1_pool" {
+		return nil, errors.New("ResourceNotFoundException")
+	}
+	delete(p.admins, aws.ToString(in.Username))
+	return &cip.AdminRemoveUserFromGroupOutput{}, nil
+}
+
+// event is a version-2 pre-token-generation event as Cognito sends it.
+func event(t *testing.T, user string, groups ...string) events.CognitoEventUserPoolsPreTokenGenV2_0 {
 	t.Helper()
 	g, _ := json.Marshal(groups)
-	raw := `{"version":"1","triggerSource":"TokenGeneration_Authentication","region":"us-east-1",
+	raw := `{"version":"2","triggerSource":"TokenGeneration_Authentication","region":"us-east-1",
 		"userPoolId":"us-east-1_pool","userName":"` + user + `","callerContext":{"awsSdkVersion":"aws-sdk-unknown-unknown","clientId":"client"},
 		"request":{"userAttributes":{"sub":"` + user + `","email":"` + user + `@example.com"},
-		"groupConfiguration":{"groupsToOverride":` + string(g) + `,"iamRolesToOverride":[],"preferredRole":null}},
-		"response":{"claimsOverrideDetails":null}}`
-	var ev events.CognitoEventUserPoolsPreTokenGen
+		"groupConfiguration":{"groupsToOverride":` + string(g) + `,"iamRolesToOverride":[],"preferredRole":null},"scopes":["aws.cognito.signin.user.admin"]},
+		"response":{"claimsAndScopeOverrideDetails":null}}`
+	var ev events.CognitoEventUserPoolsPreTokenGenV2_0
 	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -55,52 +68,46 @@ func event(t *testing.T, user string, groups ...string) events.CognitoEventUserP
 }
 
 // groupsOverride is the response's groupsToOverride as Cognito reads it:
-// null keeps the token's groups.
-func groupsOverride(t *testing.T, ev events.CognitoEventUserPoolsPreTokenGen) string {
+// null keeps the tokens' groups.
+func groupsOverride(t *testing.T, ev events.CognitoEventUserPoolsPreTokenGenV2_0) string {
 	t.Helper()
 	b, err := json.Marshal(ev.Response)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r struct {
-		ClaimsOverrideDetails struct {
-			GroupOverrideDetails struct {
-				GroupsToOverride json.RawMessage `json:"groupsToOverride"`
+		Details struct {
+			Groups struct {
+				Override json.RawMessage `json:"groupsToOverride"`
 			} `json:"groupOverrideDetails"`
-		} `json:"claimsOverrideDetails"`
+		} `json:"claimsAndScopeOverrideDetails"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	return string(r.ClaimsOverrideDetails.GroupOverrideDetails.GroupsToOverride)
+	return string(r.Details.Groups.Override)
 }
 
-func TestAdminNeedsASecondFactor(t *testing.T) {
-	p := &pool{factors: map[string][]string{
-		"ada":   {"SOFTWARE_TOKEN_MFA"},
-		"grace": nil,
-		"alan":  {},
-		"linus": {"SOFTWARE_TOKEN_MFA"},
-		"ken":   nil,
-	}, disabled: map[string]bool{"linus": true}}
-	h := &Handler{Users: p, Logger: slog.New(slog.DiscardHandler)}
+func TestAdminNeedsTOTP(t *testing.T) {
 	for _, tc := range []struct {
 		name, user string
+		factors    []string
 		groups     []string
 		want       string // the response's groupsToOverride
-		calls      int
+		gets       int
+		stillAdmin bool
 	}{
-		{"a shopper, untouched and no call", "ken", nil, "null", 0},
-		{"a shopper in another group", "ken", []string{"beta"}, "null", 0},
-		{"an admin with TOTP enabled", "ada", []string{"admin"}, "null", 1},
-		{"an admin without a second factor", "grace", []string{"admin"}, "[]", 1},
-		{"an admin with an empty MFA list", "alan", []string{"beta", "admin"}, `["beta"]`, 1},
-		{"a group named like admin is not admin", "ken", []string{"Admin", "admins"}, "null", 0},
-		{"an admin the pool does not know", "nobody", []string{"admin"}, "[]", 1},
-		{"a disabled admin", "linus", []string{"admin"}, "[]", 1},
+		{"a shopper, untouched and no call", "ken", nil, nil, "null", 0, false},
+		{"a shopper in another group", "ken", nil, []string{"beta"}, "null", 0, false},
+		{"a group named like admin is not admin", "ken", nil, []string{"Admin", "admins"}, "null", 0, false},
+		{"an admin with TOTP enabled", "ada", []string{"SOFTWARE_TOKEN_MFA"}, []string{"admin"}, "null", 1, true},
+		{"an admin without a second factor", "grace", nil, []string{"admin"}, "[]", 1, false},
+		{"an admin with an empty MFA list, in another group", "alan", []string{}, []string{"beta", "admin"}, `["beta"]`, 1, false},
+		{"an admin with e-mail codes only", "barbara", []string{"EMAIL_OTP"}, []string{"admin"}, "[]", 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p.calls = 0
+			p := &pool{factors: map[string][]string{tc.user: tc.factors}, admins: map[string]bool{tc.user: slices.Contains(tc.groups, AdminGroup)}}
+			h := &Handler{Users: p, Logger: slog.New(slog.DiscardHandler)}
 			got, err := h.Handle(context.Background(), event(t, tc.user, tc.groups...))
 			if err != nil {
 				t.Fatal(err)
@@ -108,8 +115,11 @@ func TestAdminNeedsASecondFactor(t *testing.T) {
 			if o := groupsOverride(t, got); o != tc.want {
 				t.Errorf("groupsToOverride: got %s, want %s", o, tc.want)
 			}
-			if p.calls != tc.calls {
-				t.Errorf("AdminGetUser calls: got %d, want %d", p.calls, tc.calls)
+			if p.gets != tc.gets {
+				t.Errorf("AdminGetUser calls: got %d, want %d", p.gets, tc.gets)
+			}
+			if p.admins[tc.user] != tc.stillAdmin {
+				t.Errorf("in the admin group after: got %v, want %v", p.admins[tc.user], tc.stillAdmin)
 			}
 			if !slices.Equal(got.Request.GroupConfiguration.GroupsToOverride, tc.groups) {
 				t.Errorf("the request changed: %v", got.Request.GroupConfiguration.GroupsToOverride)
@@ -118,44 +128,83 @@ func TestAdminNeedsASecondFactor(t *testing.T) {
 	}
 }
 
-// When the pool cannot be asked, admin is left out and the token still
-// issued: an admin loses a sign-in, a shopper nothing.
-func TestPoolUnreachableLeavesAdminOut(t *testing.T) {
-	var logs strings.Builder
-	h := &Handler{Users: &pool{err: errors.New("ThrottlingException: Rate exceeded")}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	got, err := h.Handle(context.Background(), event(t, "ada", "admin", "beta"))
-	if err != nil {
-		t.Fatalf("got %v, want the token issued without admin", err)
+// The password thief: signs in as a member without TOTP, enrols a factor of
+// their own with the tokens, refreshes. The first token took the member out
+// of the group, so the refresh carries no admin either.
+func TestEnrollingAfterASignInDoesNotBringAdminBack(t *testing.T) {
+	p := &pool{factors: map[string][]string{"grace": nil}, admins: map[string]bool{"grace": true}}
+	h := &Handler{Users: p, Logger: slog.New(slog.DiscardHandler)}
+	first, err := h.Handle(context.Background(), event(t, "grace", "admin"))
+	if err != nil || groupsOverride(t, first) != "[]" {
+		t.Fatalf("sign-in: got %s, %v; want the token without admin", groupsOverride(t, first), err)
 	}
-	if o := groupsOverride(t, got); o != `["beta"]` {
-		t.Errorf("groupsToOverride: got %s, want [\"beta\"]", o)
+	if p.admins["grace"] {
+		t.Fatal("after the sign-in, grace is still in the admin group")
 	}
-	if !strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), "Rate exceeded") {
-		t.Errorf("log: got %s, want an error line with the cause", logs.String())
+	p.factors["grace"] = []string{TOTP} // enrolled with the access token
+	// The refresh: Cognito sends the groups the user is in now, none.
+	refresh := event(t, "grace")
+	refresh.TriggerSource = "TokenGeneration_RefreshTokens"
+	got, err := h.Handle(context.Background(), refresh)
+	if err != nil || slices.Contains(got.Request.GroupConfiguration.GroupsToOverride, AdminGroup) || groupsOverride(t, got) != "null" {
+		t.Errorf("refresh after enrolling: got groups %v, override %s, %v; want no admin", got.Request.GroupConfiguration.GroupsToOverride, groupsOverride(t, got), err)
 	}
 }
 
-// A version-1 event as Cognito documents it decodes, and an admin without a
+// When the pool cannot answer, or cannot take a member without TOTP out of
+// the group, the trigger fails: Cognito issues no token, and the error says
+// why.
+func TestPoolFailuresIssueNoToken(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    *pool
+		user string
+	}{
+		{"AdminGetUser throttled", &pool{getErr: errors.New("TooManyRequestsException: Rate exceeded")}, "ada"},
+		{"a user the pool does not know", &pool{factors: map[string][]string{}}, "nobody"},
+		{"a disabled admin", &pool{factors: map[string][]string{"linus": {TOTP}}, disabled: map[string]bool{"linus": true}}, "linus"},
+		{"the removal refused", &pool{factors: map[string][]string{"grace": nil}, removeErr: errors.New("AccessDeniedException")}, "grace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			h := &Handler{Users: tc.p, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+			if _, err := h.Handle(context.Background(), event(t, tc.user, "admin")); err == nil {
+				t.Fatal("got a token, want the trigger to fail")
+			}
+			if !strings.Contains(logs.String(), `"level":"ERROR"`) || !strings.Contains(logs.String(), `"user":"`+tc.user+`"`) {
+				t.Errorf("log: got %s, want an error line naming the user", logs.String())
+			}
+		})
+	}
+	// A shopper never depends on the pool.
+	h := &Handler{Users: &pool{getErr: errors.New("down")}, Logger: slog.New(slog.DiscardHandler)}
+	if _, err := h.Handle(context.Background(), event(t, "ken")); err != nil {
+		t.Errorf("a shopper with the pool down: %v", err)
+	}
+}
+
+// A version-2 event as Cognito documents it decodes, and an admin without a
 // second factor loses admin in the JSON Cognito reads back.
 func TestSampleEvent(t *testing.T) {
 	raw, err := os.ReadFile("testdata/admin-without-mfa.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev events.CognitoEventUserPoolsPreTokenGen
+	var ev events.CognitoEventUserPoolsPreTokenGenV2_0
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(ev.Request.GroupConfiguration.GroupsToOverride, AdminGroup) {
-		t.Fatalf("the sample is not an admin's: %v", ev.Request.GroupConfiguration.GroupsToOverride)
+	if ev.Version != "2" || !slices.Contains(ev.Request.GroupConfiguration.GroupsToOverride, AdminGroup) {
+		t.Fatalf("the sample is not a version-2 event of an admin: %s %v", ev.Version, ev.Request.GroupConfiguration.GroupsToOverride)
 	}
-	h := &Handler{Users: &pool{factors: map[string][]string{ev.UserName: nil}}, Logger: slog.New(slog.DiscardHandler)}
+	p := &pool{factors: map[string][]string{ev.UserName: nil}, admins: map[string]bool{ev.UserName: true}}
+	h := &Handler{Users: p, Logger: slog.New(slog.DiscardHandler)}
 	ev.UserPoolID = "us-east-1_pool"
 	got, err := h.Handle(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := groupsOverride(t, got); o != "[]" {
-		t.Errorf("groupsToOverride: got %s, want []", o)
+	if o := groupsOverride(t, got); o != "[]" || p.admins[ev.UserName] {
+		t.Errorf("groupsToOverride: got %s, in the group %v; want [] and out", o, p.admins[ev.UserName])
 	}
 }

@@ -9,10 +9,12 @@ import (
 )
 
 // adminGate gives the user pool its pre-token-generation trigger
-// (functions/pre-token, event version 1): a token carries the admin group
-// only for an admin with a second factor enabled, whom the pool challenges
-// for it at every sign-in (docs/deploy.md, "Admins need a second factor").
-// The trigger may read users of this pool only (cognito-idp:AdminGetUser).
+// (functions/pre-token, event version 2, whose group override reaches the
+// access token too): a token carries the admin group only for an admin with
+// TOTP enabled, whom the pool challenges for it at every sign-in, and a
+// member without it leaves the group (docs/deploy.md, "Admins need a second
+// factor"). The trigger may read this pool's users and take one out of
+// admin, nothing else.
 // That grant is a policy of its own: in the role's default policy it would
 // make the function wait for the pool, which waits for the function.
 func (b *builder) adminGate(pool awscognito.UserPool) error {
@@ -20,11 +22,11 @@ func (b *builder) adminGate(pool awscognito.UserPool) error {
 	if err != nil {
 		return err
 	}
-	pool.AddTrigger(awscognito.UserPoolOperation_PRE_TOKEN_GENERATION(), fn, awscognito.LambdaVersion_V1_0)
+	pool.AddTrigger(awscognito.UserPoolOperation_PRE_TOKEN_GENERATION_CONFIG(), fn, awscognito.LambdaVersion_V2_0)
 	awsiam.NewPolicy(b.s.Stack, jsii.String("PreTokenReadsUsers"), &awsiam.PolicyProps{
 		Roles: &[]awsiam.IRole{fn.Role()},
 		Statements: &[]awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions:   jsii.Strings("cognito-idp:AdminGetUser"),
+			Actions:   jsii.Strings("cognito-idp:AdminGetUser", "cognito-idp:AdminRemoveUserFromGroup"),
 			Resources: jsii.Strings(*pool.UserPoolArn()),
 		})},
 	})

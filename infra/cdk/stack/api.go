@@ -84,6 +84,9 @@ func (b *builder) httpAPI(routes []Route) error {
 		DeletionProtection: jsii.Bool(b.cfg.DeletionProtection),
 		RemovalPolicy:      b.cfg.RemovalPolicy(),
 	}
+	// Essentials at least: the pre-token trigger's version 2 event, the one
+	// whose group override reaches the access token, needs it.
+	poolProps.FeaturePlan = awscognito.FeaturePlan_ESSENTIALS
 	if b.cfg.UserPoolPlus {
 		poolProps.FeaturePlan = awscognito.FeaturePlan_PLUS
 		poolProps.StandardThreatProtectionMode = awscognito.StandardThreatProtectionMode_FULL_FUNCTION

@@ -50,8 +50,8 @@ func TestUserPoolKeepsOriginalEmail(t *testing.T) {
 }
 
 // TestAdminsNeedASecondFactor: the pool calls the pre-token trigger (event
-// version 1) before every token, may invoke it, and the trigger may read
-// this pool's users and nothing else; the pool challenges every user with a
+// version 2) before every token, may invoke it, and the trigger may read
+// this pool's users and take one out of a group, nothing else; the pool challenges every user with a
 // second factor at each sign-in (optional TOTP, no remembered devices that
 // would skip it).
 func TestAdminsNeedASecondFactor(t *testing.T) {
@@ -76,10 +76,14 @@ func TestAdminsNeedASecondFactor(t *testing.T) {
 			for poolID, p := range pools {
 				pp := props(p)
 				lc, _ := pp["LambdaConfig"].(map[string]any)
-				// PreTokenGeneration alone is the trigger at event version 1,
-				// the version tokengate answers.
-				if got := fmt.Sprint(lc["PreTokenGeneration"]); got != fnArn || lc["PreTokenGenerationConfig"] != nil {
-					t.Errorf("pre-token trigger: got LambdaConfig %v, want PreTokenGeneration %s alone (version 1)", lc, fnArn)
+				// Version 2, the event tokengate answers: its group override
+				// reaches the access token too. It needs Essentials or Plus.
+				want := fmt.Sprint(map[string]any{"LambdaArn": map[string]any{"Fn::GetAtt": []any{fnID, "Arn"}}, "LambdaVersion": "V2_0"})
+				if got := fmt.Sprint(lc["PreTokenGenerationConfig"]); got != want {
+					t.Errorf("pre-token trigger: got LambdaConfig %v, want PreTokenGenerationConfig %s", lc, want)
+				}
+				if plan := pp["UserPoolTier"]; plan != "ESSENTIALS" && plan != "PLUS" {
+					t.Errorf("feature plan: got %v, want ESSENTIALS or PLUS (version 2 events)", plan)
 				}
 				if pp["MfaConfiguration"] != "OPTIONAL" || fmt.Sprint(pp["EnabledMfas"]) != "[SOFTWARE_TOKEN_MFA]" {
 					t.Errorf("MFA: got %v %v, want OPTIONAL with TOTP", pp["MfaConfiguration"], pp["EnabledMfas"])
@@ -96,6 +100,14 @@ func TestAdminsNeedASecondFactor(t *testing.T) {
 						if pp["Principal"] != "cognito-idp.amazonaws.com" || fmt.Sprint(pp["SourceArn"]) != poolArn {
 							t.Errorf("permission to invoke the trigger: %v, want cognito-idp from %s only", pp, poolArn)
 						}
+					}
+				}
+				// The only ways to a token: SRP (challenged for TOTP) and
+				// refresh. An admin-initiated, password or passwordless flow
+				// would need its own look at the second factor.
+				for _, c := range s.resources("AWS::Cognito::UserPoolClient") {
+					if got := fmt.Sprint(props(c)["ExplicitAuthFlows"]); got != "[ALLOW_USER_SRP_AUTH ALLOW_REFRESH_TOKEN_AUTH]" {
+						t.Errorf("app client auth flows: got %s, want SRP and refresh only", got)
 					}
 				}
 				if invokes != 1 {
@@ -115,7 +127,7 @@ func TestAdminsNeedASecondFactor(t *testing.T) {
 						}
 					}
 				}
-				if want := []string{"cognito-idp:AdminGetUser on " + poolArn}; !slices.Equal(cognito, want) {
+				if want := []string{"[cognito-idp:AdminGetUser cognito-idp:AdminRemoveUserFromGroup] on " + poolArn}; !slices.Equal(cognito, want) {
 					t.Errorf("the trigger's Cognito grants: got %v, want %v", cognito, want)
 				}
 			}

@@ -67,7 +67,7 @@ func (b *builder) suppressions() {
 
 	pool := b.s.Stack.Node().FindChild(jsii.String("UserPool"))
 	poolRules := []*cdknag.NagPackSuppression{
-		rule("AwsSolutions-COG2", "Shoppers may enrol a TOTP second factor (MFA optional); requiring it would turn away guests at sign-up. Admins need one: the pre-token-generation trigger leaves admin out of the tokens of an admin without a second factor enabled (functions/pre-token)."),
+		rule("AwsSolutions-COG2", "Shoppers may enrol a TOTP second factor (MFA optional); requiring it would turn away guests at sign-up. Admins need one: the pre-token-generation trigger keeps the admin group to members with TOTP enabled, takes any other member out of it and leaves admin out of their tokens (functions/pre-token)."),
 	}
 	if !b.cfg.UserPoolPlus {
 		poolRules = append(poolRules, rule("AwsSolutions-COG8", "The development pool stays on the Essentials plan; prod is on Plus with threat protection enforced."))
@@ -77,7 +77,7 @@ func (b *builder) suppressions() {
 	hookRole := b.s.Stack.Node().FindChild(jsii.String(constructID(HookFunction) + "Role"))
 	suppress(hookRole, true, rule("AwsSolutions-IAM5", "Only xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) use *: they have no resource-level permissions. The hook invokes exactly the version under release and reports to the API's deployment group only.", "Resource::*"))
 	tokenRole := b.s.Stack.Node().FindChild(jsii.String(constructID(TokenFunction) + "Role"))
-	suppress(tokenRole, true, rule("AwsSolutions-IAM5", "Only xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) use *: they have no resource-level permissions. The trigger reads users of this stack's pool only (cognito-idp:AdminGetUser on its ARN).", "Resource::*"))
+	suppress(tokenRole, true, rule("AwsSolutions-IAM5", "Only xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) use *: they have no resource-level permissions. The trigger reads users of this stack's pool and takes them out of a group, nothing else (cognito-idp:AdminGetUser and AdminRemoveUserFromGroup on its ARN).", "Resource::*"))
 	apiDeployRole := b.s.Stack.Node().FindChild(jsii.String(constructID(wiring.API) + "DeploymentRole"))
 	suppress(apiDeployRole, true, rule("AwsSolutions-IAM5", "CodeDeploy invokes the pre-traffic hook, one function; the :* covers that function's qualifiers only.",
 		regex(`^Resource::<DeployHookFunction[0-9A-F]{8}\.Arn>:\*$`)))

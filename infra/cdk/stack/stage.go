@@ -38,7 +38,8 @@ type Config struct {
 	LogRetention awslogs.RetentionDays
 	// ReservedConcurrency caps functions by name. The stream processors get a
 	// reservation in prod so that an API spike cannot take the account's
-	// concurrency from them and let the streams' iterator age grow.
+	// concurrency from them and let the streams' iterator age grow; so does
+	// the token trigger, which every sign-in and refresh waits for.
 	ReservedConcurrency map[string]int
 	// APIProvisionedConcurrency keeps that many API environments initialized
 	// on its live alias (0: none); docs/decisions.md has the cold start.
@@ -161,7 +162,7 @@ var stages = map[string]Config{
 		DeletionProtection:        true,
 		RetainData:                true,
 		LogRetention:              awslogs.RetentionDays_THREE_MONTHS,
-		ReservedConcurrency:       map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5},
+		ReservedConcurrency:       map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5, TokenFunction: 10},
 		UserPoolPlus:              true,
 		CDNAllEdges:               true,
 		APIProvisionedConcurrency: 5,
@@ -257,13 +258,14 @@ func ContextString(scope constructs.Construct, key, fallback string) string {
 // ParseReservedConcurrency reads the reservedConcurrency context setting:
 // "none" for no reservation at all (accounts whose concurrency quota is too
 // low for the stage's), or comma-separated function=count pairs
-// ("counters=20,stream-indexer=10,archiver=5") that replace the stage's.
+// ("counters=20,stream-indexer=10,archiver=5,pre-token=10") that replace
+// the stage's.
 func ParseReservedConcurrency(s string) (map[string]int, error) {
 	out := map[string]int{}
 	if strings.TrimSpace(s) == "none" {
 		return out, nil
 	}
-	known := map[string]bool{}
+	known := map[string]bool{TokenFunction: true}
 	for _, fn := range wiring.Functions() {
 		known[fn] = true
 	}
@@ -273,7 +275,7 @@ func ParseReservedConcurrency(s string) (map[string]int, error) {
 			return nil, fmt.Errorf("reservedConcurrency %q: want none or function=count pairs, got %q", s, pair)
 		}
 		if !known[name] {
-			return nil, fmt.Errorf("reservedConcurrency %q: unknown function %q, want one of %v", s, name, wiring.Functions())
+			return nil, fmt.Errorf("reservedConcurrency %q: unknown function %q, want one of %v", s, name, append(wiring.Functions(), TokenFunction))
 		}
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("reservedConcurrency %q: %s given twice", s, name)
