@@ -65,10 +65,11 @@ type Config struct {
 	// Lambda alias's routing configuration does during a canary.
 	APICanary *Canary
 	// APIThrottle is the gateway's default route throttling (each route's
-	// token bucket, as on API Gateway); the zero value is
-	// routes.ProdThrottle, what the deployed shop's clients meet, in make
-	// run and in every test. NoAPIThrottle turns it off: only for a
-	// benchmark that compares with a release whose stack had none.
+	// token bucket, as on API Gateway); a zero rate or burst is
+	// routes.ProdThrottle's, what the deployed shop's clients meet, in make
+	// run and in every test that starts the system. NoAPIThrottle turns it
+	// off: only for a benchmark that compares with a release whose stack
+	// had none.
 	APIThrottle   routes.Throttle
 	NoAPIThrottle bool
 	Logger        *slog.Logger

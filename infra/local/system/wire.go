@@ -17,8 +17,11 @@ func gateway(h apigw.Invoker, cfg Config) http.Handler {
 	var throttle *routes.Throttle
 	if !cfg.NoAPIThrottle {
 		t := cfg.APIThrottle
-		if t == (routes.Throttle{}) {
-			t = routes.ProdThrottle
+		if t.Rate <= 0 {
+			t.Rate = routes.ProdThrottle.Rate
+		}
+		if t.Burst <= 0 {
+			t.Burst = routes.ProdThrottle.Burst
 		}
 		throttle = &t
 	}
