@@ -78,6 +78,15 @@ audit: ops
 reindex: ops
 	$(OPS) reindex
 
+## admin-add: make WHO (a user name or e-mail address) an admin of STAGE's user pool: refused unless they have TOTP enabled; signs them out everywhere first, then adds them to the admin group
+# WHO reaches the shell as an environment variable, never as text of the recipe.
+admin-add: ops
+	$(OPS) admin -user "$$WHO"
+
+## admin-remove: take WHO out of STAGE's admin group and sign them out everywhere (tokens already issued last their hour)
+admin-remove: ops
+	$(OPS) admin -user "$$WHO" -remove
+
 ## migrate: run every data migration not yet done (item shapes of earlier releases to this one's), resumable, safe beside traffic (DRY_RUN=1 lists what it would change and exits 1 if anything; RATE=n caps the items scanned per second)
 migrate: ops
 	$(OPS) migrate $(if $(DRY_RUN),-dry-run) $(if $(RATE),-rate $(RATE))

@@ -117,6 +117,17 @@ func TestOpsExitStatusForScripts(t *testing.T) {
 		}
 	})
 
+	// make admin-add works on a stage's user pool: the local stack has none,
+	// and says what to use instead.
+	t.Run("admin locally", func(t *testing.T) {
+		if code, out := runOps(t, bin, env, "admin", "-user", "grace@example.com"); code != 2 || !strings.Contains(out, "no user pool") || !strings.Contains(out, "make token") {
+			t.Errorf("admin on the local stack: exit %d, %q; want 2, no user pool, make token", code, out)
+		}
+		if code, out := runOps(t, bin, env, "admin"); code != 2 || !strings.Contains(out, "-user is required") {
+			t.Errorf("admin without -user: exit %d, %q; want 2 and -user is required", code, out)
+		}
+	})
+
 	t.Run("drift", func(t *testing.T) {
 		d.api(201, "POST", "/users", "u1", map[string]any{"name": "U1"}, nil)
 		if code, _ := runOps(t, bin, env, "audit", "-settle", "1s"); code != 0 {

@@ -6,6 +6,7 @@
 //	bin/ops audit [-repair]       # make audit [REPAIR=1]
 //	bin/ops reindex               # make reindex
 //	bin/ops migrate [-dry-run]    # make migrate [DRY_RUN=1]
+//	bin/ops admin -user u [-remove] # make admin-add|admin-remove WHO=u STAGE=s
 //
 // (`make ops` builds bin/ops.) Each command resolves the same target and exits
 // 0 when it left everything right, 1 when something remains (records still
@@ -46,6 +47,7 @@ func commands() []command {
 		{"audit", "audit [-repair] [-settle d] [-max-wait d]: recompute every counter from the tables and the archive, print (and repair) drift", auditCommand},
 		{"reindex", "reindex [-segments n] [-batch n]: rebuild the products search index from the products table", reindexCommand},
 		{"migrate", "migrate [-dry-run] [-rate n] [-page n]: run every data migration not yet done (item shapes of earlier releases to the current ones), resumable", migrateCommand},
+		{"admin", "admin -user u [-remove]: add a user with TOTP to a stage's admin group, signed out everywhere first (or take one out and sign them out)", adminCommand},
 	}
 }
 

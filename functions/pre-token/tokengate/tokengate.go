@@ -7,15 +7,20 @@
 // alone must not be enough. The pool challenges every user with TOTP enabled
 // at each sign-in; this trigger runs before every token is issued (sign-in,
 // refresh) and keeps the group to such users. A member without TOTP is taken
-// out of the group at once: the password thief who signs in as that member
-// and then enrols a factor of their own does not become an admin. A
-// shopper's token is returned untouched, without a call. When the pool
+// out of the group and that sign-in fails: no token of any kind leaves it.
+// A shopper's token is returned untouched, without a call. When the pool
 // cannot answer, an admin gets no token: the failure costs an admin a
 // sign-in, never the shop an admin without a second factor.
+//
+// What the trigger cannot see is how old the session behind a refresh is: a
+// refresh token from a sign-in made before the user was an admin becomes an
+// admin's at the next refresh. Adding an admin therefore signs the user out
+// everywhere first (make admin-add, infra/ops/admins).
 package tokengate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -48,16 +53,15 @@ type Handler struct {
 	Timeout time.Duration
 }
 
-// Handle answers a pre-token-generation event (version 2, whose group
-// override reaches the ID and the access token): unchanged for a user
-// outside admin and for an admin with TOTP enabled. An admin without it is
-// taken out of the group, and the token issued without admin: enrolling a
-// factor later, with the tokens a password gave, does not bring admin back;
-// an operator adds the user again. When the pool cannot say, or cannot take
-// the user out, the trigger fails and Cognito issues no token at all.
+// Handle answers a pre-token-generation event (version 2): unchanged for a
+// user outside admin and for an admin with TOTP enabled. An admin without it
+// is taken out of the group and gets no token at all this time (the trigger
+// fails, and Cognito with it): no token, ID or access, and no refresh token
+// ever leaves a sign-in or refresh that skipped the second factor while in
+// the group. The next sign-in is a shopper's. When the pool cannot say, or
+// cannot take the user out, the trigger fails too.
 func (h *Handler) Handle(ctx context.Context, ev events.CognitoEventUserPoolsPreTokenGenV2_0) (events.CognitoEventUserPoolsPreTokenGenV2_0, error) {
-	groups := ev.Request.GroupConfiguration.GroupsToOverride
-	if !slices.Contains(groups, AdminGroup) {
+	if !slices.Contains(ev.Request.GroupConfiguration.GroupsToOverride, AdminGroup) {
 		return ev, nil
 	}
 	timeout := h.Timeout
@@ -81,17 +85,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.CognitoEventUserPoolsPre
 		log.ErrorContext(ctx, "no token: an admin without a second factor could not be taken out of the group", "err", err.Error())
 		return ev, fmt.Errorf("admin %s without a second factor: leave the group: %w", ev.UserName, err)
 	}
-	log.WarnContext(ctx, "taken out of admin: no second factor enabled; an operator adds the user again once TOTP is on")
-	kept := make([]string, 0, len(groups))
-	for _, g := range groups {
-		if g != AdminGroup {
-			kept = append(kept, g)
-		}
-	}
-	// A non-nil list replaces the tokens' groups; nil would keep them.
-	ev.Response.ClaimsAndScopeOverrideDetails.GroupOverrideDetails.GroupsToOverride = kept
-	return ev, nil
+	log.WarnContext(ctx, "no token: taken out of admin, no second factor enabled; make admin-add WHO=… once TOTP is on")
+	return ev, ErrNoSecondFactor
 }
+
+// ErrNoSecondFactor is the trigger's answer to a sign-in or refresh of an
+// admin without TOTP, once taken out of the group: Cognito fails it, and
+// the user's next sign-in is a shopper's.
+var ErrNoSecondFactor = errors.New("admin without a second factor: taken out of the admin group; sign in again")
 
 // hasTOTP reports whether the user has TOTP enabled.
 func (h *Handler) hasTOTP(ctx context.Context, pool, user string) (bool, error) {

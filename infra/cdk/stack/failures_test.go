@@ -160,7 +160,8 @@ func TestOperatorOutputs(t *testing.T) {
 			t.Errorf("output %s refers to %v, want %s", name, got, id)
 		}
 	}
-	for _, name := range []string{"FailureBucketName", "ApiFunctionName", "OrdersTableName", "CountersFunctionName", "OrdersCountersMappingId"} {
+	// UserPoolId: make admin-add reads it (infra/ops/target.OutputUserPool).
+	for _, name := range []string{"FailureBucketName", "ApiFunctionName", "OrdersTableName", "CountersFunctionName", "OrdersCountersMappingId", "UserPoolId"} {
 		if _, ok := outputs[name]; !ok {
 			t.Errorf("no output %s (the name operators were given)", name)
 		}

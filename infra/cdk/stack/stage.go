@@ -162,7 +162,7 @@ var stages = map[string]Config{
 		DeletionProtection:        true,
 		RetainData:                true,
 		LogRetention:              awslogs.RetentionDays_THREE_MONTHS,
-		ReservedConcurrency:       map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5, TokenFunction: 10},
+		ReservedConcurrency:       map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5, TokenFunction: 20},
 		UserPoolPlus:              true,
 		CDNAllEdges:               true,
 		APIProvisionedConcurrency: 5,

@@ -54,6 +54,9 @@ type Target struct {
 	// to it are SigV4-signed (Amazon OpenSearch Service).
 	SearchURL    string
 	SearchSigned bool
+	// UserPoolID is the stage's Cognito user pool ("" locally: the local
+	// stack signs its own tokens).
+	UserPoolID string
 }
 
 // Local defaults, as `make run` has them.
@@ -148,6 +151,7 @@ const (
 	OutputFailureBucket  = "FailureBucketName"
 	OutputArchiveBucket  = "ArchiveBucketName"
 	OutputSearchEndpoint = "SearchEndpoint"
+	OutputUserPool       = "UserPoolId"
 )
 
 // TableOutput, FunctionOutput and MappingOutput name a stack output.
@@ -176,7 +180,7 @@ func fromOutputs(cfg aws.Config, stage string, out map[string]string) (*Target, 
 		return v
 	}
 	t := &Target{Stage: stage, AWS: cfg, Tables: map[string]string{}, Functions: map[string]string{}, MappingIDs: map[string]string{},
-		FailureBucket: get(OutputFailureBucket), ArchiveBucket: get(OutputArchiveBucket)}
+		FailureBucket: get(OutputFailureBucket), ArchiveBucket: get(OutputArchiveBucket), UserPoolID: get(OutputUserPool)}
 	for _, tb := range tables.All() {
 		t.Tables[tb.Name] = get(TableOutput(tb.Name))
 	}

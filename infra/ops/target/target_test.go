@@ -57,7 +57,7 @@ func (d describer) DescribeStacks(_ context.Context, in *cloudformation.Describe
 }
 
 func TestStageTargetFromStackOutputs(t *testing.T) {
-	outs := describer{OutputFailureBucket: "fb", OutputArchiveBucket: "ab", OutputSearchEndpoint: "search-x.eu-west-1.es.amazonaws.com"}
+	outs := describer{OutputFailureBucket: "fb", OutputArchiveBucket: "ab", OutputSearchEndpoint: "search-x.eu-west-1.es.amazonaws.com", OutputUserPool: "eu-west-1_abc"}
 	for _, tb := range tables.All() {
 		outs[TableOutput(tb.Name)] = "shopstream-dev-" + tb.Name
 	}
@@ -81,7 +81,8 @@ func TestStageTargetFromStackOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tg.Local() || tg.FailureBucket != "fb" || tg.SearchURL != "https://search-x.eu-west-1.es.amazonaws.com" || !tg.SearchSigned ||
-		tg.Functions[wiring.StreamIndexer] != "shopstream-dev-stream-indexer" || tg.Tables[tables.UserEmails] != "shopstream-dev-user-emails" {
+		tg.Functions[wiring.StreamIndexer] != "shopstream-dev-stream-indexer" || tg.Tables[tables.UserEmails] != "shopstream-dev-user-emails" ||
+		tg.UserPoolID != "eu-west-1_abc" {
 		t.Errorf("target: got %+v", tg)
 	}
 	if m, ok := tg.Mapping(outs["ReviewsCountersMappingId"]); !ok || m.Name != "reviews-counters" {
