@@ -8,7 +8,7 @@ export DYNAMODB_LOCAL_DIR
 FUNCTIONS := api counters stream-indexer archiver deploy-hook pre-token
 PKGS := ./...
 
-.PHONY: trace run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy deploy-check bench flash-sale clean replay audit reindex migrate ops help \
+.PHONY: trace run test vet fmt-check ddb-local build token seed synth lint-templates invoke samples samples-clean deploy deploy-check bench flash-sale clean replay audit reindex migrate admin-add admin-remove ops help \
 	build-ApiFunction build-CountersFunction build-StreamIndexerFunction build-ArchiverFunction
 
 ## run: the whole system on 127.0.0.1 (API :3000, DynamoDB :8000, S3 :9000, search :9200); Ctrl-C or kill <make's pid> stops it all

@@ -193,3 +193,23 @@ func TestReplayRetireQuotesNothing(t *testing.T) {
 		t.Errorf("make -n replay: got\n%s\nwant the values passed as $RETIRE and $REASON, not as text", out)
 	}
 }
+
+// TestAdminAddQuotesNothing: WHO reaches bin/ops as the environment variable
+// $WHO, never as text of the recipe, so a quote or $( in it is never run.
+func TestAdminAddQuotesNothing(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"admin-add", "admin-remove"} {
+		cmd := exec.Command("make", "-s", "--no-print-directory", "-n", target, `WHO=grace"; $$(touch pwned)`)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %s: %v\n%s", target, err, out)
+		}
+		if !strings.Contains(string(out), `admin -user "$WHO"`) || strings.Contains(string(out), "pwned") {
+			t.Errorf("make -n %s: got\n%s\nwant the value passed as $WHO, not as text", target, out)
+		}
+	}
+}
