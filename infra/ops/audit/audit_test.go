@@ -84,6 +84,7 @@ func TestAudit(t *testing.T) {
 		{"AMarkerNotVisibleYetIsNotDrift", aMarkerNotVisibleYetIsNotDrift},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
 		{"SlowFirstRoundStillRepairs", slowFirstRoundStillRepairs},
+		{"SlowFirstRoundWithAMovedDriftStillRepairs", slowFirstRoundWithAMovedDriftStillRepairs},
 		{"RecountRepairsOnlyTheNamedItems", recountRepairsOnlyTheNamedItems},
 		{"UnreadableArchiveObjectFailsTheAudit", unreadableArchiveObjectFailsTheAudit},
 	} {
@@ -198,6 +199,31 @@ func slowFirstRoundStillRepairs(t *testing.T, f *fixture, us, ps []string) {
 	if got, _ := f.stored(user(us[3])); got["orderCount"] != want {
 		t.Errorf("orderCount after the repair: got %d, want %d", got["orderCount"], want)
 	}
+	f.checkExact()
+}
+
+// A drift on an item that moved in the first round is seen in the second
+// and confirmed in a third, which runs past MaxWait for it.
+func slowFirstRoundWithAMovedDriftStillRepairs(t *testing.T, f *fixture, us, ps []string) {
+	f.tamper(product(ps[2]), "unitsSold", 3)
+	rep := run(t, f.auditor(audit.Config{Repair: true, MaxWait: time.Millisecond,
+		BeforeMarkers: func() {
+			f.mustOrder(us[1], []string{ps[2]}, []int{1})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := f.sys.Poller.Idle(ctx); err != nil {
+				t.Error(err)
+			}
+		},
+		BeforeSource: func(round int) {
+			if round == 1 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}}))
+	if rep.ExitCode() != 0 || len(rep.Unsettled) != 0 || len(rep.Drift) != 1 || !rep.Drift[0].Repaired {
+		t.Fatalf("a moved drift after a slow first round: exit %d, unsettled %v, drift %+v, %d rounds; want it confirmed and repaired", rep.ExitCode(), rep.Unsettled, rep.Drift, rep.Rounds)
+	}
+	f.idle()
 	f.checkExact()
 }
 

@@ -365,13 +365,13 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 		return rep, err
 	}
 	// A residual counts only once a second reading of the markers finds it
-	// again, at the same version of the item: AWS makes a transaction's
-	// writes visible item by item (read-committed), so one reading can see
-	// a fact's effects on the counters and miss its marker. It is then
-	// taken out conditionally on that version. An item that moved across
-	// the markers' reading, whose residual waits for its confirmation, or
-	// that moved before its correction, is read again with the markers,
-	// until it holds still or MaxWait is over.
+	// again: AWS makes a transaction's writes visible item by item
+	// (read-committed), so one reading can see a fact's effects on the
+	// counters and miss its marker. It is then taken out conditionally on
+	// the version of the confirming reading. An item that moved across the
+	// markers' reading, whose residual waits for its confirmation, or that
+	// moved before its correction, is read again with the markers, until it
+	// holds still or MaxWait is over.
 	corrected := map[Item]bool{}
 	seen := map[Item]judgement{}
 	correct := func(judged map[Item]judgement, moved map[Item]bool) error {
@@ -381,7 +381,11 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 				delete(seen, it)
 				continue
 			}
-			if s, ok := seen[it]; !ok || s.stored.version != j.stored.version || !maps.Equal(s.residual, j.residual) {
+			// The same residual again confirms it, whatever the version
+			// did meanwhile (a fact applied with its marker leaves the
+			// residual as it was); the correction is conditional on the
+			// version of this reading.
+			if s, ok := seen[it]; !ok || !maps.Equal(s.residual, j.residual) {
 				seen[it] = j
 				moved[it] = true
 				continue
@@ -407,11 +411,19 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	for it := range moved {
 		delete(judged, it)
 	}
-	// The second round runs whatever MaxWait says: a residual's
-	// confirmation needs it, and a slow first round must not leave a drift
-	// unjudged. Each round waits 200 ms first, time for what the last
-	// reading saw half of to be visible whole.
-	for len(moved) > 0 && (rep.Rounds == 1 || time.Now().Before(deadline)) {
+	// The second round runs whatever MaxWait says, and past MaxWait one
+	// more round runs for residuals seen once and awaiting their
+	// confirmation: a slow first round must not leave a drift unjudged.
+	// Each round waits 200 ms first, time for what the last reading saw
+	// half of to be visible whole.
+	extra := false
+	for len(moved) > 0 {
+		if rep.Rounds > 1 && !time.Now().Before(deadline) {
+			if extra || !awaiting(moved, seen) {
+				break
+			}
+			extra = true
+		}
 		if err := ddbcall.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return rep, err
 		}
@@ -530,6 +542,16 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 		rep.Drift = append(rep.Drift, drifting[it]...)
 	}
 	return rep, nil
+}
+
+// awaiting reports whether an item read again holds a residual seen once.
+func awaiting(moved map[Item]bool, seen map[Item]judgement) bool {
+	for it := range moved {
+		if _, ok := seen[it]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // stillMissing drops the facts a later reading of the markers holds.
