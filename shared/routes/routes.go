@@ -3,6 +3,11 @@
 // authorizer) and the OpenAPI check all read it.
 package routes
 
+// AdminGroup is the user pool group whose members may do everything
+// (docs/contract.md): the API reads it from cognito:groups, the CDK app
+// creates it, and the token trigger and make admin-add guard it.
+const AdminGroup = "admin"
+
 // Access is who may call a route.
 type Access int
 

@@ -59,7 +59,7 @@ func identityFrom(ev events.APIGatewayV2HTTPRequest) Identity {
 	if strings.TrimSpace(sub) != sub || !users.ValidID(sub) {
 		id.Refused = "the token's sub is not a usable user id"
 	}
-	id.Admin = slices.Contains(Groups(a.JWT.Claims["cognito:groups"]), "admin")
+	id.Admin = slices.Contains(Groups(a.JWT.Claims["cognito:groups"]), routes.AdminGroup)
 	return id
 }
 

@@ -29,10 +29,12 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
+
+	"github.com/shopstream/shopstream/shared/routes"
 )
 
 // AdminGroup is the group whose members may do everything (docs/contract.md).
-const AdminGroup = "admin"
+const AdminGroup = routes.AdminGroup
 
 // TOTP is the one second factor the pool offers (MfaSecondFactor: OTP).
 const TOTP = "SOFTWARE_TOKEN_MFA"

@@ -13,12 +13,13 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // AdminGroup is the Cognito group whose members the API treats as admins
 // (claim cognito:groups).
-const AdminGroup = "admin"
+const AdminGroup = routes.AdminGroup
 
 // Stack output names.
 const (

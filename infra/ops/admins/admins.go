@@ -23,13 +23,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 	"github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider/types"
+
+	"github.com/shopstream/shopstream/functions/pre-token/tokengate"
+	"github.com/shopstream/shopstream/shared/routes"
 )
 
 // Group is the admin group (docs/contract.md).
-const Group = "admin"
+const Group = routes.AdminGroup
 
 // TOTP is the pool's one second factor.
-const TOTP = "SOFTWARE_TOKEN_MFA"
+const TOTP = tokengate.TOTP
 
 // Pool is the part of the Cognito user pools client the commands use.
 type Pool interface {
