@@ -94,10 +94,12 @@ type settings struct {
 	SweepInterval                                       time.Duration
 	// DuplicateEvery is system.Config.DuplicateEvery (DUPLICATE_BATCH_EVERY).
 	DuplicateEvery int
-	ArchiveBucket  string
-	FailureBucket  string
-	TablePrefix    string
-	JWTSecret      string
+	// StreamPartitions is system.Config.StreamPartitions (STREAM_PARTITIONS).
+	StreamPartitions int
+	ArchiveBucket    string
+	FailureBucket    string
+	TablePrefix      string
+	JWTSecret        string
 	// Limits are AWS's transaction conflicts and partition throughput.
 	Limits ddbfront.Limits
 	// FunctionEnv holds the functions' own settings passed through.
@@ -185,6 +187,13 @@ func load(getenv func(string) string) (settings, error) {
 			return s, fmt.Errorf("DUPLICATE_BATCH_EVERY=%q: want off or a whole number from 1 up (1: every batch twice)", v)
 		}
 		s.DuplicateEvery = n
+	}
+	if v := getenv("STREAM_PARTITIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return s, fmt.Errorf("STREAM_PARTITIONS=%q: want a whole number from 1 to 64 (the shards each table's stream is read as)", v)
+		}
+		s.StreamPartitions = n
 	}
 	if err := loadThrottle(getenv, &s); err != nil {
 		return s, err
@@ -302,14 +311,15 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 				return nil
 			},
 		},
-		APIAddr:        addr(cfg.APIPort),
-		DuplicateEvery: cfg.DuplicateEvery,
-		FailureBucket:  cfg.FailureBucket,
-		TablePrefix:    cfg.TablePrefix,
-		JWTSecret:      []byte(cfg.JWTSecret),
-		Env:            cfg.FunctionEnv,
-		Logger:         logger,
-		Metrics:        io.Discard,
+		APIAddr:          addr(cfg.APIPort),
+		DuplicateEvery:   cfg.DuplicateEvery,
+		StreamPartitions: cfg.StreamPartitions,
+		FailureBucket:    cfg.FailureBucket,
+		TablePrefix:      cfg.TablePrefix,
+		JWTSecret:        []byte(cfg.JWTSecret),
+		Env:              cfg.FunctionEnv,
+		Logger:           logger,
+		Metrics:          io.Discard,
 	})
 	if err != nil {
 		return err

@@ -50,6 +50,12 @@ func TestLoadSettings(t *testing.T) {
 	if got, err = load(env(map[string]string{"DUPLICATE_BATCH_EVERY": "off"})); err != nil || got.DuplicateEvery >= 0 {
 		t.Errorf("DUPLICATE_BATCH_EVERY=off: got %d, %v; want a negative number", got.DuplicateEvery, err)
 	}
+	if got, err = load(env(map[string]string{"STREAM_PARTITIONS": "1"})); err != nil || got.StreamPartitions != 1 {
+		t.Errorf("STREAM_PARTITIONS=1: got %d, %v", got.StreamPartitions, err)
+	}
+	if got, err = load(env(nil)); err != nil || got.StreamPartitions != 0 {
+		t.Errorf("StreamPartitions: got %d, %v; want 0 (system.DefaultStreamPartitions)", got.StreamPartitions, err)
+	}
 	if got, err = load(env(nil)); err != nil || got.NoAPIThrottle || got.APIThrottle != routes.ProdThrottle {
 		t.Errorf("API throttling by default: got %+v off=%v, %v; want prod's %+v", got.APIThrottle, got.NoAPIThrottle, err, routes.ProdThrottle)
 	}
@@ -61,7 +67,7 @@ func TestLoadSettings(t *testing.T) {
 	}
 	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"},
 		{"DUPLICATE_BATCH_EVERY": "-1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"},
-		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"API_BURST_LIMIT": "1.5"}} {
+		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"STREAM_PARTITIONS": "0"}, {"STREAM_PARTITIONS": "65"}, {"API_BURST_LIMIT": "1.5"}} {
 		if _, err := load(env(bad)); err == nil {
 			t.Errorf("%v: got nil error, want one", bad)
 		}

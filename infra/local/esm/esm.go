@@ -3,6 +3,7 @@
 // the DynamoDB Streams API (parents before children), filters records with
 // Lambda's filter-pattern rules, batches them by size and window, runs up to
 // ParallelizationFactor batches of a shard at once (in order per item),
+// splits each shard into the shards of the table's partitions (Config.Partitions),
 // invokes the function in-process with a real events.DynamoDBEvent, honours
 // partial batch responses, retries, bisects failing batches, ages records out,
 // and sends what it gives up on to an on-failure destination.
@@ -25,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -81,8 +83,18 @@ type Config struct {
 	// processing of records can occur" (invocation-eventsourcemapping). 0
 	// never does.
 	DuplicateEvery int
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// Partitions is how many shards each shard read from a stream stands
+	// for. AWS gives a table's stream a shard for each partition of the
+	// table, and Lambda runs a batch of every shard at once; DynamoDB Local
+	// keeps one shard per stream. The poller splits each shard it reads into
+	// Partitions shards by the partition-key value of each record, as the
+	// table's partitions would split it: the records of one partition-key
+	// value stay in one shard, in stream order, and the shards run side by
+	// side, ParallelizationFactor batches each. 0 or 1 reads a shard as
+	// it is.
+	Partitions int
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // Failure is what a mapping gave up on: the object Lambda writes to an S3
@@ -142,7 +154,11 @@ func Start(ctx context.Context, cfg Config) (*Poller, error) {
 		if !ok {
 			return nil, fmt.Errorf("mapping %s: no function %q", m.Name, m.Function)
 		}
-		r := &runner{p: p, m: m, fn: fn, shards: map[string]*shard{}, relist: make(chan struct{}, 1), log: cfg.Logger.With("mapping", m.Name)}
+		t, err := tables.ByName(m.Table)
+		if err != nil {
+			return nil, fmt.Errorf("mapping %s: %w", m.Name, err)
+		}
+		r := &runner{p: p, m: m, fn: fn, partitionKey: t.PartitionKey.Name, shards: map[string]*shard{}, relist: make(chan struct{}, 1), log: cfg.Logger.With("mapping", m.Name)}
 		for _, f := range m.Filters {
 			pat, err := parsePattern(f)
 			if err != nil {

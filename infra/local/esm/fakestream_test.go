@@ -68,13 +68,19 @@ func (f *fakeStream) shard(id, parent string) *fakeShard {
 // shard; sequence numbers grow by one across the stream, as DynamoDB Local
 // numbers them.
 func (f *fakeStream) put(s *fakeShard, keys ...string) {
+	f.putOf(s, "p1", keys...)
+}
+
+// putOf appends a record of each user's review of one product (the
+// reviews table's partition key).
+func (f *fakeStream) putOf(s *fakeShard, product string, keys ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, k := range keys {
 		f.seq++
 		seq := fmt.Sprintf("%021d", f.seq)
 		keys := map[string]streamtypes.AttributeValue{
-			"productId": &streamtypes.AttributeValueMemberS{Value: "p1"},
+			"productId": &streamtypes.AttributeValueMemberS{Value: product},
 			"userId":    &streamtypes.AttributeValueMemberS{Value: k},
 		}
 		now := time.Now()

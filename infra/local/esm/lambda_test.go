@@ -413,3 +413,80 @@ func TestParallelizationFactor(t *testing.T) {
 		})
 	}
 }
+
+// TestPartitionsSplitAShard: with Config.Partitions, one shard read from the
+// stream runs as that many shards, one for each partition of the table: the
+// records of a partition-key value stay in one of them, in stream order, and
+// the shards' batches run side by side, ParallelizationFactor each.
+func TestPartitionsSplitAShard(t *testing.T) {
+	for _, c := range []struct{ partitions, factor int }{{1, 1}, {4, 1}, {4, 2}} {
+		t.Run(fmt.Sprintf("%d partitions, factor %d", c.partitions, c.factor), func(t *testing.T) {
+			fs := newFakeStream()
+			sh := fs.shard("shard-1", "")
+			products := keysOf("p", 0, 11)
+			for round := 0; round < 4; round++ {
+				for _, p := range products {
+					fs.putOf(sh, p, "u1", "u2") // twelve partition-key values, two items each
+				}
+			}
+			var mu sync.Mutex
+			byProduct := map[string][]string{} // sequence numbers in the order processed
+			byItem := map[string][]string{}
+			var inflight, most atomic.Int32
+			fn := InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+				n := inflight.Add(1)
+				defer inflight.Add(-1)
+				for {
+					m := most.Load()
+					if n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range ev.Records {
+					p := r.Change.Keys["productId"].String()
+					item := p + "/" + r.Change.Keys["userId"].String()
+					byProduct[p] = append(byProduct[p], r.Change.SequenceNumber)
+					byItem[item] = append(byItem[item], r.Change.SequenceNumber)
+				}
+				return events.DynamoDBEventResponse{}, nil
+			})
+			m := fakeMapping("partitioned")
+			m.BatchSize, m.ParallelizationFactor = 2, c.factor
+			p := startFake(t, fs, m, fn, Config{Partitions: c.partitions})
+			idleWithin(t, p)
+			mu.Lock()
+			defer mu.Unlock()
+			for item, got := range byItem {
+				if len(got) != 4 || !slices.IsSorted(got) {
+					t.Errorf("item %s: processed %v, want its four changes once each, in stream order", item, got)
+				}
+			}
+			if len(byItem) != 2*len(products) {
+				t.Errorf("items processed: got %d, want %d", len(byItem), 2*len(products))
+			}
+			if c.factor == 1 {
+				// One lane a partition: a partition-key value's records
+				// never meet in two batches at once.
+				for prod, got := range byProduct {
+					if !slices.IsSorted(got) {
+						t.Errorf("product %s: processed %v, want stream order", prod, got)
+					}
+				}
+			}
+			lanes := c.partitions * c.factor
+			switch got := int(most.Load()); {
+			case lanes == 1 && got != 1:
+				t.Errorf("concurrent batches: got %d, want 1", got)
+			case lanes > 1 && (got < 2 || got > lanes):
+				t.Errorf("concurrent batches: got %d, want 2..%d", got, lanes)
+			}
+			last := aws.ToString(sh.recs[len(sh.recs)-1].Dynamodb.SequenceNumber)
+			if cp := p.checkpoint(m.Name + "/" + sh.id); cp != last {
+				t.Errorf("checkpoint: got %s, want the last record %s", cp, last)
+			}
+		})
+	}
+}

@@ -31,6 +31,9 @@ type runner struct {
 	fn      Invoker
 	filters []pattern
 	log     *slog.Logger
+	// partitionKey is the table's partition key attribute: a record's
+	// partition, and so its shard among Config.Partitions, follows its value.
+	partitionKey string
 
 	// The stream being read and its shards' goroutines.
 	arn       string
@@ -96,9 +99,11 @@ type shard struct {
 	quietAt  time.Time // when the last poll that found nothing to do began
 }
 
-// lane is one of a shard's ParallelizationFactor concurrent batch
-// processors. Every record of an item (same keys) goes to the same lane, so
-// an item's records are processed in stream order, as Lambda guarantees.
+// lane is one of a shard's concurrent batch processors: Config.Partitions
+// shards of ParallelizationFactor lanes each. Every record of a
+// partition-key value goes to the same partition's shard, and every record of
+// an item (same keys) to the same lane in it, so an item's records are
+// processed in stream order, as Lambda guarantees.
 type lane struct {
 	buf  []pending
 	busy bool
@@ -295,7 +300,7 @@ func (r *runner) runShard(ctx context.Context, s *shard) {
 			return
 		}
 	}
-	n := max(1, r.m.ParallelizationFactor)
+	n := r.partitions() * r.factor()
 	s.lanes = make([]*lane, n)
 	for i := range s.lanes {
 		s.lanes[i] = &lane{}
@@ -448,15 +453,33 @@ func (r *runner) advance(s *shard) error {
 
 func (r *runner) key(s *shard) string { return r.m.Name + "/" + s.id }
 
-// laneOf picks the lane of a record by its item's keys.
+func (r *runner) partitions() int { return max(1, r.p.cfg.Partitions) }
+func (r *runner) factor() int     { return max(1, r.m.ParallelizationFactor) }
+
+// laneOf picks the lane of a record: its partition's shard by the value of
+// its partition key, then one of that shard's ParallelizationFactor lanes by
+// its item's keys.
 func (r *runner) laneOf(s *shard, ev events.DynamoDBEventRecord) int {
 	if len(s.lanes) == 1 {
 		return 0
 	}
-	raw, _ := json.Marshal(ev.Change.Keys) // map keys are sorted: stable
+	part := 0
+	if p := r.partitions(); p > 1 {
+		raw, _ := json.Marshal(ev.Change.Keys[r.partitionKey])
+		part = int(hash32(raw) % uint32(p))
+	}
+	lane := 0
+	if f := r.factor(); f > 1 {
+		raw, _ := json.Marshal(ev.Change.Keys) // map keys are sorted: stable
+		lane = int(hash32(raw) % uint32(f))
+	}
+	return part*r.factor() + lane
+}
+
+func hash32(b []byte) uint32 {
 	h := fnv.New32a()
-	h.Write(raw)
-	return int(h.Sum32() % uint32(len(s.lanes)))
+	h.Write(b)
+	return h.Sum32()
 }
 
 // iterator gets a shard iterator after the last record read (or the

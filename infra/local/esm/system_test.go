@@ -63,12 +63,19 @@ func mappingsOf(tb testing.TB, edit func(*wiring.Mapping), names ...string) []wi
 
 func startPoller(tb testing.TB, sys *system.System, prefix string, ms []wiring.Mapping, fns map[string]esm.Invoker, interval time.Duration) *esm.Poller {
 	tb.Helper()
+	return startPartitioned(tb, sys, prefix, ms, fns, interval, 1)
+}
+
+// startPartitioned starts a poller that reads each stream as partitions
+// shards (esm.Config.Partitions).
+func startPartitioned(tb testing.TB, sys *system.System, prefix string, ms []wiring.Mapping, fns map[string]esm.Invoker, interval time.Duration, partitions int) *esm.Poller {
+	tb.Helper()
 	var logger *slog.Logger
 	if os.Getenv("STACK_DEBUG") != "" {
 		logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	p, err := esm.Start(context.Background(), esm.Config{DynamoDB: sys.DynamoDB(), Streams: timedStreams{sys.Streams(), tb}, TablePrefix: prefix,
-		Mappings: ms, Functions: fns, PollInterval: interval, Logger: logger})
+		Mappings: ms, Functions: fns, PollInterval: interval, Partitions: partitions, Logger: logger})
 	if err != nil {
 		tb.Fatalf("start poller: %v", err)
 	}
@@ -217,11 +224,21 @@ func (c *concurrency) totals() (records, batches int) {
 }
 
 // TestParallelOrdersDrillIsExact: the orders stream's counters mapping with
-// ParallelizationFactor 4 on the running stack. Orders of four users over
+// four batches at once, as ParallelizationFactor 4 on one shard and as the
+// four shards of a new table's four partitions. Orders of four users over
 // three products are placed and some cancelled; their records reach the
-// counters in up to four concurrent batches of one shard, the same user's
-// counter item from several at once, and every counter ends exact.
+// counters in up to four concurrent batches, the same product's counter
+// item (and, with ParallelizationFactor, the same user's) from several at
+// once, and every counter ends exact.
 func TestParallelOrdersDrillIsExact(t *testing.T) {
+	for _, c := range []struct{ partitions, factor int }{{1, 4}, {4, 1}} {
+		t.Run(fmt.Sprintf("%d partitions, factor %d", c.partitions, c.factor), func(t *testing.T) {
+			parallelOrdersDrill(t, c.partitions, c.factor)
+		})
+	}
+}
+
+func parallelOrdersDrill(t *testing.T, partitions, factor int) {
 	sys, prefix := startSystem(t)
 	a := api{t, sys.APIURL}
 	prices := []int{300, 700, 1100}
@@ -270,9 +287,9 @@ func TestParallelOrdersDrillIsExact(t *testing.T) {
 	// once, so its four lanes fill together.
 	counters := &concurrency{fn: sys.Functions[wiring.Counters]}
 	ms := mappingsOf(t, func(m *wiring.Mapping) {
-		m.ParallelizationFactor, m.BatchSize, m.BatchingWindow = 4, 2, 0
+		m.ParallelizationFactor, m.BatchSize, m.BatchingWindow = factor, 2, 0
 	}, "orders-counters")
-	p := startPoller(t, sys, prefix, ms, map[string]esm.Invoker{wiring.Counters: counters}, 50*time.Millisecond)
+	p := startPartitioned(t, sys, prefix, ms, map[string]esm.Invoker{wiring.Counters: counters}, 50*time.Millisecond, partitions)
 	// One order of each user is cancelled while the rest is processed.
 	cancelled, done := map[string]bool{}, map[string]bool{}
 	for _, o := range orders {
@@ -331,6 +348,6 @@ func TestParallelOrdersDrillIsExact(t *testing.T) {
 		t.Errorf("failures: got %+v, want none", f)
 	}
 	if most := counters.most.Load(); most < 2 || most > 4 {
-		t.Errorf("concurrent counters batches: got %d, want 2..4 (ParallelizationFactor 4 on one shard)", most)
+		t.Errorf("concurrent counters batches: got %d, want 2..4 (%d partitions, ParallelizationFactor %d)", most, partitions, factor)
 	}
 }

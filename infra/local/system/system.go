@@ -57,6 +57,10 @@ type Config struct {
 	// a second time (esm.Config.DuplicateEvery; 1 every batch): 0 means
 	// DefaultDuplicateEvery, a negative number never.
 	DuplicateEvery int
+	// StreamPartitions is how many shards the mappings read each table's
+	// stream as (esm.Config.Partitions): 0 means DefaultStreamPartitions, 1
+	// one shard, as DynamoDB Local keeps it.
+	StreamPartitions int
 	// NoMappings builds the stream functions but starts no event-source
 	// mapping: the caller feeds the functions itself.
 	NoMappings bool
@@ -85,6 +89,14 @@ const DefaultJWTSecret = "shopstream-local-secret"
 // promises at least once, so every stream function meets duplicates locally
 // too, in every test and in make run.
 const DefaultDuplicateEvery = 10
+
+// DefaultStreamPartitions is how many shards a table's stream has on AWS when
+// the table is new: a stream has a shard for each of its table's partitions,
+// and a new on-demand table takes 4,000 write units at once, 1,000 for each
+// partition (on-demand-capacity-mode, "Initial throughput"), so four. The
+// mappings run as many batches of one stream at once as AWS's pollers would
+// (STREAM_PARTITIONS).
+const DefaultStreamPartitions = 4
 
 // DefaultFailureBucket is FAILURE_BUCKET's local default.
 const DefaultFailureBucket = "shopstream-failures"

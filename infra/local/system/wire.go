@@ -74,10 +74,14 @@ func (s *System) processors(ctx context.Context, getenv func(string) string, cfg
 	case dup < 0:
 		dup = 0
 	}
+	partitions := cfg.StreamPartitions
+	if partitions <= 0 {
+		partitions = DefaultStreamPartitions
+	}
 	poller, err := esm.Start(ctx, esm.Config{
 		DynamoDB: s.DynamoDB(), Streams: s.Streams(), TablePrefix: cfg.TablePrefix,
 		Mappings: mappings, Functions: functions, PollInterval: cfg.PollInterval,
-		DataDir: dataDir, DuplicateEvery: dup, Logger: cfg.Logger.With("service", "event-source-mapping"),
+		DataDir: dataDir, DuplicateEvery: dup, Partitions: partitions, Logger: cfg.Logger.With("service", "event-source-mapping"),
 		Destination: &esm.S3Destination{S3: s.S3(), Bucket: s.FailureBucket},
 	})
 	if err != nil {
