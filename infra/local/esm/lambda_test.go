@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -482,11 +483,86 @@ func TestPartitionsSplitAShard(t *testing.T) {
 				t.Errorf("concurrent batches: got %d, want 1", got)
 			case lanes > 1 && (got < 2 || got > lanes):
 				t.Errorf("concurrent batches: got %d, want 2..%d", got, lanes)
+			case c.partitions > 1 && got <= c.factor:
+				t.Errorf("concurrent batches: got %d, want more than one partition's %d", got, c.factor)
 			}
 			last := aws.ToString(sh.recs[len(sh.recs)-1].Dynamodb.SequenceNumber)
 			if cp := p.checkpoint(m.Name + "/" + sh.id); cp != last {
 				t.Errorf("checkpoint: got %s, want the last record %s", cp, last)
 			}
 		})
+	}
+}
+
+// TestStuckPartitionDoesNotStopTheOthers: a partition whose batch keeps
+// failing holds back only its own records. The shard read from the stream
+// reads on for the other partitions, as AWS polls each shard on its own.
+func TestStuckPartitionDoesNotStopTheOthers(t *testing.T) {
+	const partitions = 4
+	partitionOf := func(product string) int {
+		raw, _ := json.Marshal(events.NewStringAttribute(product))
+		return int(mix64("partition", raw) % partitions)
+	}
+	fs := newFakeStream()
+	sh := fs.shard("shard-1", "")
+	stuckProduct := "p0"
+	for range 40 {
+		fs.putOf(sh, stuckProduct, "u1")
+	}
+	var stuck atomic.Bool
+	stuck.Store(true)
+	var mu sync.Mutex
+	done := map[string]int{}
+	fn := InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		for _, r := range ev.Records {
+			if r.Change.Keys["productId"].String() == stuckProduct && stuck.Load() {
+				return events.DynamoDBEventResponse{}, errors.New("stuck")
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range ev.Records {
+			done[r.Change.Keys["productId"].String()]++
+		}
+		return events.DynamoDBEventResponse{}, nil
+	})
+	m := fakeMapping("stuck")
+	m.BatchSize, m.RetryAttempts, m.BisectOnError = 2, 10000, false
+	p := startFake(t, fs, m, fn, Config{Partitions: partitions})
+	// The stuck partition's forty records are read and buffered first.
+	waitFor(t, "the stuck records read", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.reads >= 2
+	})
+	var others []string
+	for _, prod := range keysOf("p", 1, 12) {
+		if partitionOf(prod) != partitionOf(stuckProduct) {
+			others = append(others, prod)
+			fs.putOf(sh, prod, "u1", "u2")
+		}
+	}
+	if len(others) == 0 {
+		t.Fatal("every product hashes to the stuck partition")
+	}
+	waitFor(t, "the other partitions' records", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, prod := range others {
+			if done[prod] != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if done[stuckProduct] != 0 {
+		t.Errorf("stuck product: %d records done while its batch failed", done[stuckProduct])
+	}
+	stuck.Store(false)
+	idleWithin(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if done[stuckProduct] != 40 {
+		t.Errorf("stuck product once released: %d records done, want 40", done[stuckProduct])
 	}
 }

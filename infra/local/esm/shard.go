@@ -456,30 +456,70 @@ func (r *runner) key(s *shard) string { return r.m.Name + "/" + s.id }
 func (r *runner) partitions() int { return max(1, r.p.cfg.Partitions) }
 func (r *runner) factor() int     { return max(1, r.m.ParallelizationFactor) }
 
+// maxBufferedBatches bounds what a shard read from the stream buffers, in
+// batches a lane: past it reading waits even for partitions that have
+// room.
+const maxBufferedBatches = 25
+
+// wantsMore reports whether the shard reads on: while one of its
+// partitions has less than a batch a lane buffered, so that a partition
+// whose batches keep failing does not stop the others (on AWS each is a
+// shard of its own), up to maxBufferedBatches a lane in all.
+func (r *runner) wantsMore(s *shard) bool {
+	if s.buffered() >= maxBufferedBatches*r.m.BatchSize*len(s.lanes) {
+		return false
+	}
+	f := r.factor()
+	for p := 0; p < len(s.lanes); p += f {
+		n := 0
+		for _, l := range s.lanes[p : p+f] {
+			n += len(l.buf)
+		}
+		if n < r.m.BatchSize*f {
+			return true
+		}
+	}
+	return false
+}
+
 // laneOf picks the lane of a record: its partition's shard by the value of
 // its partition key, then one of that shard's ParallelizationFactor lanes by
-// its item's keys.
+// its item's keys. The two come from separate, well-mixed hashes, so that
+// every lane of every partition is used even where the keys are the
+// partition key alone.
 func (r *runner) laneOf(s *shard, ev events.DynamoDBEventRecord) int {
 	if len(s.lanes) == 1 {
 		return 0
 	}
 	part := 0
 	if p := r.partitions(); p > 1 {
-		raw, _ := json.Marshal(ev.Change.Keys[r.partitionKey])
-		part = int(hash32(raw) % uint32(p))
+		if v, ok := ev.Change.Keys[r.partitionKey]; ok {
+			raw, _ := json.Marshal(v)
+			part = int(mix64("partition", raw) % uint64(p))
+		}
 	}
 	lane := 0
 	if f := r.factor(); f > 1 {
 		raw, _ := json.Marshal(ev.Change.Keys) // map keys are sorted: stable
-		lane = int(hash32(raw) % uint32(f))
+		lane = int(mix64("lane", raw) % uint64(f))
 	}
 	return part*r.factor() + lane
 }
 
-func hash32(b []byte) uint32 {
-	h := fnv.New32a()
+// mix64 hashes b under a purpose (FNV-1a, then MurmurHash3's finalizer, so
+// that every output bit depends on every input bit).
+func mix64(purpose string, b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(purpose))
+	h.Write([]byte{0})
 	h.Write(b)
-	return h.Sum32()
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // iterator gets a shard iterator after the last record read (or the
@@ -523,7 +563,7 @@ func (r *runner) read(ctx context.Context, s *shard, log *slog.Logger) (int, err
 		}
 	}
 	total, refused := 0, 0
-	for s.buffered() < r.m.BatchSize*len(s.lanes) {
+	for r.wantsMore(s) {
 		out, err := r.p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: s.iterator, Limit: aws.Int32(1000)})
 		var expired *streamtypes.ExpiredIteratorException
 		var trimmed *streamtypes.TrimmedDataAccessException

@@ -90,12 +90,11 @@ const DefaultJWTSecret = "shopstream-local-secret"
 // too, in every test and in make run.
 const DefaultDuplicateEvery = 10
 
-// DefaultStreamPartitions is how many shards a table's stream has on AWS when
-// the table is new: a stream has a shard for each of its table's partitions,
-// and a new on-demand table takes 4,000 write units at once, 1,000 for each
-// partition (on-demand-capacity-mode, "Initial throughput"), so four. The
-// mappings run as many batches of one stream at once as AWS's pollers would
-// (STREAM_PARTITIONS).
+// DefaultStreamPartitions is how many shards the local mappings read a
+// table's stream as. On AWS a stream's shards follow its table's partitions
+// and Lambda runs a batch of each at once; a new on-demand table takes 4,000
+// write units at once, 1,000 a partition (on-demand-capacity-mode, "Initial
+// throughput"), so it has at least four partitions (STREAM_PARTITIONS).
 const DefaultStreamPartitions = 4
 
 // DefaultFailureBucket is FAILURE_BUCKET's local default.
