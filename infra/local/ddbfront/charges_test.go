@@ -33,11 +33,18 @@ func (c *stillClock) refill() { c.ns.Add(int64(time.Minute)) }
 
 // limitedStack is a dedicated stack whose partitions serve 12 units a second
 // each way, as the measurements did, on a clock that stands still.
+// onePerKey is so many partitions that the few key values of a test never
+// share one.
+const onePerKey = 1 << 30
+
 func limitedStack(t *testing.T) (*endpoints.Stack, *stillClock) {
 	t.Helper()
 	clock := newStillClock()
 	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{
 		PartitionWCU: 12, PartitionRCU: 12, Now: clock.Now,
+		// A partition for each key value here, so that a key's units are
+		// its own (TestKeyValuesShareTheirPartition covers sharing).
+		Partitions: onePerKey,
 	}})
 	return st, clock
 }

@@ -37,6 +37,11 @@ type Limits struct {
 	// partition key value of a table or index serves per second (defaults
 	// DefaultPartitionWCU and DefaultPartitionRCU).
 	PartitionWCU, PartitionRCU float64
+	// Partitions is how many partitions each table and each index has:
+	// the partition key values that hash to one partition share its units,
+	// as on AWS until DynamoDB splits a partition (default
+	// DefaultPartitions).
+	Partitions int
 	// Now is the token buckets' clock (default time.Now); tests stop it.
 	Now func() time.Time
 }
@@ -50,6 +55,10 @@ const (
 	// ceiling, on demand as provisioned.
 	DefaultPartitionWCU = 1000
 	DefaultPartitionRCU = 3000
+	// DefaultPartitions is the partitions of a new on-demand table: it
+	// takes 4,000 write units at once, 1,000 a partition
+	// (on-demand-capacity-mode, "Initial throughput").
+	DefaultPartitions = 4
 )
 
 func (l Limits) withDefaults() Limits {
@@ -61,6 +70,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.PartitionRCU <= 0 {
 		l.PartitionRCU = DefaultPartitionRCU
+	}
+	if l.Partitions <= 0 {
+		l.Partitions = DefaultPartitions
 	}
 	if l.Now == nil {
 		l.Now = time.Now

@@ -156,7 +156,7 @@ func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
 // ThrottlingError. The clock stands still, so the buckets do not refill.
 func TestPartitionWriteThroughput(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 4, PartitionRCU: 3, Now: func() time.Time { return now }}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 4, PartitionRCU: 3, Partitions: onePerKey, Now: func() time.Time { return now }}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "items"
 	createTable(t, db, table, "")
@@ -218,7 +218,7 @@ func TestPartitionWriteThroughput(t *testing.T) {
 // and are throttled with IndexWriteKeyRangeThroughputExceeded.
 func TestIndexPartitionHoldsBackTableWrites(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 3, Now: func() time.Time { return now }}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionWCU: 3, Partitions: onePerKey, Now: func() time.Time { return now }}})
 	db := st.DynamoDB()
 	table := stacktest.Prefix(t) + "indexed"
 	_, err := db.CreateTable(ctx(t), &dynamodb.CreateTableInput{

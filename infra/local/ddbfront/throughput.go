@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -64,11 +66,34 @@ func (l *limiter) take(charges []charge) (pos int, refused bucketKey, ok bool) {
 // partition's, and its table's or index's as a whole when that has a
 // maximum on-demand throughput.
 func (l *limiter) payers(k bucketKey) []bucketKey {
+	p := l.partition(k)
 	if l.schemas.capOf(k) > 0 {
-		return []bucketKey{k, k.tableLevel()}
+		return []bucketKey{p, k.tableLevel()}
 	}
-	return []bucketKey{k}
+	return []bucketKey{p}
 }
+
+// partition is the bucket of the partition that holds partition key value
+// k: the values that hash to one partition of its table or index share it.
+func (l *limiter) partition(k bucketKey) bucketKey {
+	if k.pk == tableLevelPK || strings.HasPrefix(k.pk, partitionPrefix) {
+		return k
+	}
+	h := fnv.New64a()
+	h.Write([]byte(k.table + "\x00" + k.index + "\x00" + k.pk))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	k.pk = partitionPrefix + strconv.FormatUint(x%uint64(l.cfg.Partitions), 10)
+	return k
+}
+
+// partitionPrefix starts the pk of a partition's bucket; no partition key
+// value's text starts with NUL.
+const partitionPrefix = "\x00partition "
 
 // inDebt reports the first bucket of keys that has nothing left, or whose
 // table or index has nothing left: a read is let through while its
@@ -122,7 +147,7 @@ func bucketName(k bucketKey) string {
 
 // refill brings a bucket up to now; a new bucket starts full.
 func (l *limiter) refill(k bucketKey, now time.Time) *tokenBucket {
-	name := bucketName(k)
+	name := bucketName(l.partition(k))
 	rate := l.rate(k)
 	b, ok := l.buckets[name]
 	if !ok {
