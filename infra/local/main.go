@@ -247,6 +247,17 @@ func loadLimits(getenv func(string) string, l *ddbfront.Limits) error {
 		}
 		l.TxWindow = d
 	}
+	switch v := getenv("DYNAMODB_STALE_READS"); v {
+	case "":
+	case "off":
+		l.StaleReads = -1
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("DYNAMODB_STALE_READS=%q: want off or a positive Go duration such as 20ms", v)
+		}
+		l.StaleReads = d
+	}
 	for _, u := range []struct {
 		env  string
 		dest *float64

@@ -50,6 +50,12 @@ func TestLoadSettings(t *testing.T) {
 	if got, err = load(env(map[string]string{"DUPLICATE_BATCH_EVERY": "off"})); err != nil || got.DuplicateEvery >= 0 {
 		t.Errorf("DUPLICATE_BATCH_EVERY=off: got %d, %v; want a negative number", got.DuplicateEvery, err)
 	}
+	if got, err = load(env(map[string]string{"DYNAMODB_STALE_READS": "50ms"})); err != nil || got.Limits.StaleReads != 50*time.Millisecond {
+		t.Errorf("DYNAMODB_STALE_READS=50ms: got %v, %v", got.Limits.StaleReads, err)
+	}
+	if got, err = load(env(map[string]string{"DYNAMODB_STALE_READS": "off"})); err != nil || got.Limits.StaleReads >= 0 {
+		t.Errorf("DYNAMODB_STALE_READS=off: got %v, %v; want a negative duration", got.Limits.StaleReads, err)
+	}
 	if got, err = load(env(map[string]string{"STREAM_PARTITIONS": "1"})); err != nil || got.StreamPartitions != 1 {
 		t.Errorf("STREAM_PARTITIONS=1: got %d, %v", got.StreamPartitions, err)
 	}
@@ -67,7 +73,7 @@ func TestLoadSettings(t *testing.T) {
 	}
 	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"},
 		{"DUPLICATE_BATCH_EVERY": "-1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"},
-		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"STREAM_PARTITIONS": "0"}, {"STREAM_PARTITIONS": "65"}, {"API_BURST_LIMIT": "1.5"}} {
+		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"STREAM_PARTITIONS": "0"}, {"STREAM_PARTITIONS": "65"}, {"DYNAMODB_STALE_READS": "0s"}, {"DYNAMODB_STALE_READS": "x"}, {"API_BURST_LIMIT": "1.5"}} {
 		if _, err := load(env(bad)); err == nil {
 			t.Errorf("%v: got nil error, want one", bad)
 		}

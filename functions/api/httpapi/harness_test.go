@@ -18,6 +18,7 @@ import (
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/cursor"
 )
@@ -258,7 +259,36 @@ func (e *env) mustProduct(name, category string, priceCents, stock int) string {
 		"name": name, "description": "A " + name, "category": category, "priceCents": priceCents, "stock": stock,
 	})
 	want(e.t, r, 201)
-	return r.str("productId")
+	id := r.str("productId")
+	// A shopper meets a product through its page: wait until eventually
+	// consistent reads see it (the local stack lags them as AWS may).
+	e.visible("/products/" + id)
+	return id
+}
+
+// staleReads is how long the local stack's eventually consistent reads may
+// lag a write, with a margin for the front to register the write after
+// answering it.
+const staleReads = ddbfront.DefaultStaleReads + 30*time.Millisecond
+
+// visible waits until a public page answers 200.
+func (e *env) visible(path string) { e.eventually(path, 200) }
+
+// eventually waits until a public page answers status: what eventually
+// consistent reads show of a write once they catch up.
+func (e *env) eventually(path string, status int) response {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := e.do("GET", path, anonymous, nil)
+		if r.StatusCode == status {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("GET %s: got %d after 5 s, want %d", path, r.StatusCode, status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // mustOrder places an order and returns its id.
@@ -273,8 +303,11 @@ func (e *env) mustOrder(userID string, items ...any) string {
 	return r.str("orderId")
 }
 
+// stock is a product's stock as its page shows it once eventually
+// consistent reads have caught up with the writes before the call.
 func (e *env) stock(productID string) int {
 	e.t.Helper()
+	time.Sleep(staleReads)
 	r := e.do("GET", "/products/"+productID, anonymous, nil)
 	want(e.t, r, 200)
 	return int(r.num("stock"))

@@ -83,9 +83,10 @@ func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quant
 
 // GetCart returns userID's cart with current product names and prices; lines
 // of products that no longer exist are left out. A user without a cart has an
-// empty one.
+// empty one. The cart is read strongly consistent: a line the user just
+// added shows at once (an eventually consistent read may miss it).
 func (s *Store) GetCart(ctx context.Context, userID string) (carts.View, error) {
-	c, err := s.getCart(ctx, userID, false)
+	c, err := s.getCart(ctx, userID, true)
 	if err != nil {
 		return carts.View{}, err
 	}

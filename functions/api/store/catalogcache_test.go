@@ -58,6 +58,7 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	var last products.Product
 	page := func(what string, catalogReads int64) products.Product {
 		t.Helper()
@@ -82,6 +83,7 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if _, err := there.PatchProduct(ctx, p.ProductID, products.Patch{StockDelta: ptr[int64](-3)}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	if got := page("page after a stock change elsewhere", 1); got.Stock != 7 || got.Version <= first.Version {
 		t.Errorf("after a stock change: stock %d version %d, want 7 and past %d", got.Stock, got.Version, first.Version)
 	}
@@ -91,6 +93,7 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if _, err := there.PatchProduct(ctx, p.ProductID, products.Patch{Name: ptr("Teapot")}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	if got := page("page after a rename elsewhere", 1); got.Name != "Teapot" {
 		t.Errorf("after a rename elsewhere: name %q, want Teapot", got.Name)
 	}
@@ -99,6 +102,7 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if _, err := here.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	if got := page("page after its own PATCH", 1); got.Description != "Brews" {
 		t.Errorf("after its own PATCH: description %q, want Brews", got.Description)
 	}
@@ -109,6 +113,7 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if _, err := there.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Steeps")}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	if got := page("page within the TTL", 0); got.Description != before.Description || got.Version != before.Version {
 		t.Errorf("within the TTL: %q at version %d, want the state before, %q at %d", got.Description, got.Version, before.Description, before.Version)
 	}
@@ -121,6 +126,7 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if err := there.DeleteProduct(ctx, p.ProductID, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	if _, err := here.GetProduct(ctx, p.ProductID); err == nil {
 		t.Error("a product deleted elsewhere is still served")
 	}
@@ -163,6 +169,7 @@ func TestOwnWriteIsNotUndoneByAReplicaBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	old, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(catalog), Key: map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: p.ProductID}}, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +177,7 @@ func TestOwnWriteIsNotUndoneByAReplicaBehind(t *testing.T) {
 	if _, err := st.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	sw.behind.Store(&stale{DB: db, table: catalog, items: map[string]map[string]types.AttributeValue{p.ProductID: old.Item}})
 	if got, err := st.GetProduct(ctx, p.ProductID); err != nil || got.Description != "Boils" {
 		t.Fatalf("page from the replica behind: %q, %v; want the old description (the test's premise)", got.Description, err)
@@ -235,6 +243,7 @@ func TestPageReadBeforeOwnWriteIsNotKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	db.armed.Store(true)
 	type page struct {
 		p   products.Product
@@ -249,6 +258,7 @@ func TestPageReadBeforeOwnWriteIsNotKept(t *testing.T) {
 	if _, err := st.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); !errors.Is(err, errAnswerLost) {
 		t.Fatalf("patch: %v, want the lost answer (the test's premise)", err)
 	}
+	settle()
 	proceed()
 	first := <-read
 	db.armed.Store(false)

@@ -324,6 +324,7 @@ func TestOrderReadsTheUserNotChecksIt(t *testing.T) {
 	if _, err := st.PlaceOrder(ctx, "u1", one, nil); err != nil {
 		t.Fatalf("a registered user unseen by an eventually consistent read: %v", err)
 	}
+	settle()
 	if got := s.stock(p.ProductID); got != 4 {
 		t.Errorf("stock after the order: %d, want 4", got)
 	}
@@ -375,6 +376,7 @@ func TestContendedOrderCommitsWithoutReadingAgain(t *testing.T) {
 	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle()
 	if tx != 2 || reads != 1 {
 		t.Errorf("got %d transactions and %d reads, want 2 and 1 (the contended round's read committed again)", tx, reads)
 	}
@@ -408,6 +410,7 @@ func (s *shapes) product(name string, units int64, buckets int) products.Product
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	settle() // shoppers meet a product once its page shows it
 	return p
 }
 

@@ -521,9 +521,10 @@ func (s *Store) placeActions(o orders.Order, ps map[string]products.Product, tak
 	return tx, nil
 }
 
-// GetOrder returns an order of userID. Codes: NotFound.
+// GetOrder returns an order of userID, read strongly consistent: an order
+// just placed or cancelled shows as it is. Codes: NotFound.
 func (s *Store) GetOrder(ctx context.Context, userID, orderID string) (orders.Order, error) {
-	return s.getOrder(ctx, userID, orderID, false)
+	return s.getOrder(ctx, userID, orderID, true)
 }
 
 func (s *Store) getOrder(ctx context.Context, userID, orderID string, consistent bool) (orders.Order, error) {
@@ -695,6 +696,7 @@ func (s *Store) ListUserOrders(ctx context.Context, userID string, status orders
 		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(s.t.Orders), KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ConsistentRead:   aws.Bool(true), // the user's own orders, as they just left them
 			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(want + 1 - len(items))), ExclusiveStartKey: keyToAV(start),
 		})
 		if err != nil {

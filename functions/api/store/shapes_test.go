@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/orders"
@@ -51,6 +52,7 @@ func (s *shapes) put(table string, item map[string]any) {
 	if _, err := s.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(tables.Physical(s.prefix, table)), Item: av}); err != nil {
 		s.t.Fatal(err)
 	}
+	settle() // as a release before wrote it, long before
 }
 
 // catalogStocked writes a product as release 0.1.0 wrote it: its stock on the
@@ -64,6 +66,7 @@ func (s *shapes) catalogStocked(id string, units int64) {
 
 func (s *shapes) stock(id string) int64 {
 	s.t.Helper()
+	settle() // the page reads eventually consistent
 	p, err := s.st.GetProduct(context.Background(), id)
 	if err != nil {
 		s.t.Fatal(err)
@@ -118,6 +121,7 @@ func TestCatalogStockedProductSellsAndSurvivesAPatch(t *testing.T) {
 	if _, err := s.st.CancelOrder(ctx, "u1", o.OrderID); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
+	settle()
 	if got := s.stock("p1"); got != 10 {
 		t.Fatalf("stock after the cancellation: got %d, want 10", got)
 	}
@@ -127,6 +131,7 @@ func TestCatalogStockedProductSellsAndSurvivesAPatch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("patch: %v", err)
 	}
+	settle()
 	if after.Stock != 10 || after.Version != before.Version+1 {
 		t.Fatalf("after the patch: stock %d version %d, want 10 and %d", after.Stock, after.Version, before.Version+1)
 	}
@@ -215,3 +220,8 @@ func TestCatalogStockedUnderLoadNeverOversells(t *testing.T) {
 		t.Errorf("sold %d units, want %d (%d orders of %d; refused %d)", sold, want, units/each, each, refused)
 	}
 }
+
+// settle waits until the local stack's eventually consistent reads see the
+// writes before it (ddbfront.Limits.StaleReads), for tests of what a page
+// shows once they do.
+func settle() { time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond) }

@@ -95,9 +95,10 @@ func (s *Store) CreateUser(ctx context.Context, id string, n users.New) (users.U
 	}
 }
 
-// GetUser returns user id. Codes: NotFound.
+// GetUser returns user id, read strongly consistent: a profile just
+// registered or changed shows as it is. Codes: NotFound.
 func (s *Store) GetUser(ctx context.Context, id string) (users.User, error) {
-	return s.getUser(ctx, id, false)
+	return s.getUser(ctx, id, true)
 }
 
 func (s *Store) getUser(ctx context.Context, id string, consistent bool) (users.User, error) {

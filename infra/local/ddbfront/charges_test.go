@@ -280,7 +280,7 @@ func TestBatchesAnsweredKeyByKey(t *testing.T) {
 		}
 	}
 	for i := 0; i < 10; i++ {
-		got, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("cold"+itoa(i), i)})
+		got, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("cold"+itoa(i), i), ConsistentRead: aws.Bool(true)})
 		if err != nil || got.Item == nil {
 			t.Errorf("cold item %d: got %v, %v; want it written", i, got.Item, err)
 		}

@@ -324,6 +324,9 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, refused.status, refused.body)
 		return
 	}
+	if resp.StatusCode == http.StatusOK && (op == "GetItem" || op == "BatchGetItem") {
+		out = f.limits.staleAnswer(r.Context(), op, body, out)
+	}
 	if adm != nil && resp.StatusCode == http.StatusOK {
 		out = adm.rewrite.answer(out)
 	}

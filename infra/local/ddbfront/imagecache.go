@@ -57,6 +57,10 @@ type imageTrack struct {
 	known  bool   // after is the item after the write
 	after  map[string]types.AttributeValue
 	readAt time.Time
+	// before is the item before the write and write says the action
+	// changes it: a committed write is kept for StaleReads (stale.go).
+	before map[string]types.AttributeValue
+	write  bool
 }
 
 // startWrites registers the writes of refs as in flight and returns the
@@ -94,6 +98,9 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			continue
 		}
 		fl.count--
+		if committed && t.write {
+			l.wrote(t.id, t.before, now)
+		}
 		if committed && t.known && t.exact && fl.seq == t.seq && t.epoch == l.epoch {
 			if len(l.imgs) >= maxImages {
 				clear(l.imgs)
@@ -148,6 +155,11 @@ func (l *limiter) forgetImages(table string) {
 	for id := range l.imgs {
 		if strings.HasPrefix(id, prefix) {
 			delete(l.imgs, id)
+		}
+	}
+	for id := range l.recent {
+		if strings.HasPrefix(id, prefix) {
+			delete(l.recent, id)
 		}
 	}
 	for id, fl := range l.flights {

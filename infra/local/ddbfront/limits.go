@@ -42,6 +42,12 @@ type Limits struct {
 	// as on AWS until DynamoDB splits a partition (default
 	// DefaultPartitions).
 	Partitions int
+	// StaleReads is how long an item's eventually consistent reads
+	// (GetItem, BatchGetItem) still see it as it was before a write: AWS
+	// answers such a read from any of the item's copies, and "the response
+	// might not reflect the results of a recently completed write
+	// operation". 0 means DefaultStaleReads, a negative duration never.
+	StaleReads time.Duration
 	// Now is the token buckets' clock (default time.Now); tests stop it.
 	Now func() time.Time
 }
@@ -59,6 +65,9 @@ const (
 	// takes 4,000 write units at once, 1,000 a partition
 	// (on-demand-capacity-mode, "Initial throughput").
 	DefaultPartitions = 4
+	// DefaultStaleReads is how long a write stays unseen by eventually
+	// consistent reads of its item (docs/local-stack.md).
+	DefaultStaleReads = 20 * time.Millisecond
 )
 
 func (l Limits) withDefaults() Limits {
@@ -73,6 +82,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Partitions <= 0 {
 		l.Partitions = DefaultPartitions
+	}
+	if l.StaleReads == 0 {
+		l.StaleReads = DefaultStaleReads
 	}
 	if l.Now == nil {
 		l.Now = time.Now
@@ -120,7 +132,9 @@ type limiter struct {
 	// imgs, flights, tokens, untracked and epoch are the image cache's
 	// (imagecache.go): untracked counts the writes in flight the limits
 	// could not name, and epoch moves at each of their starts and ends.
-	imgs      map[string]imageEntry
+	imgs map[string]imageEntry
+	// recent are the writes each item had within StaleReads (stale.go).
+	recent    map[string][]staleWrite
 	flights   map[string]*flight
 	tokens    map[string]time.Time
 	untracked int
@@ -724,6 +738,7 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		}
 		tr := &adm.tracks[i]
 		tr.after, tr.known = after, known && !adm.replay
+		tr.before, tr.write = old, r.kind != "ConditionCheck" && !adm.replay
 		if e, ok := hits[r.id]; ok {
 			tr.readAt = e.readAt
 		}

@@ -311,7 +311,9 @@ func TestReindexRemovesDocumentsOfDeletedProducts(t *testing.T) {
 // again until answered (the front's clock stands still until then).
 func TestReindexAsksAgainForUnprocessedKeys(t *testing.T) {
 	clock := stacktest.NewStillClock()
-	f := newFixtureWith(t, ddbfront.Limits{PartitionRCU: 10, Now: clock.Now})
+	// A partition for each key value, so that spending stale[0]'s leaves
+	// the scan of the others its units.
+	f := newFixtureWith(t, ddbfront.Limits{PartitionRCU: 10, Partitions: 1 << 30, Now: clock.Now})
 	f.catalog(6)
 	// Two documents of products no longer in the table, checked in one
 	// batch; the first's partition is spent.
