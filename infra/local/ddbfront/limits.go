@@ -43,10 +43,10 @@ type Limits struct {
 	// DefaultPartitions).
 	Partitions int
 	// StaleReads is how long an item's eventually consistent reads
-	// (GetItem, BatchGetItem) still see it as it was before a write: AWS
-	// answers such a read from any of the item's copies, and "the response
-	// might not reflect the results of a recently completed write
-	// operation". 0 means DefaultStaleReads, a negative duration never.
+	// (GetItem, BatchGetItem) still see it as it was before a write: on
+	// AWS such a read "may not reflect the results of a recently completed
+	// write operation". 0 means DefaultStaleReads, a negative duration
+	// never.
 	StaleReads time.Duration
 	// Now is the token buckets' clock (default time.Now); tests stop it.
 	Now func() time.Time

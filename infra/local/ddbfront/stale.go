@@ -12,11 +12,10 @@ import (
 	"github.com/shopstream/shopstream/shared/ddbstream"
 )
 
-// Eventually consistent reads. AWS keeps three copies of an item and
-// answers an eventually consistent read from any of them, so such a read
-// "might not reflect the results of a recently completed write operation"
-// (Read consistency, developer guide); DynamoDB Local always answers with
-// the item as it is. The front keeps, for StaleReads after each write it saw
+// Eventually consistent reads. On AWS the answer to an eventually
+// consistent read "may not reflect the results of a recently completed write
+// operation" (Read consistency, developer guide); DynamoDB Local always
+// answers with the item as it is. The front keeps, for StaleReads after each write it saw
 // commit, the item as it was before, and answers an eventually consistent
 // GetItem or BatchGetItem of it with the item as it was StaleReads ago: a
 // copy that has not applied the writes of the last StaleReads yet. Strongly
