@@ -51,3 +51,22 @@ func TestCart(t *testing.T) {
 	want(t, e.do("PUT", "/users/cat/cart/"+a, userCaller("dog"), map[string]any{"quantity": 1}), 403, "forbidden")
 	want(t, e.do("GET", "/users/cat/cart", anonymous, nil), 401, "unauthorized")
 }
+
+// TestCartTakesAProductJustCreated: a product added to a cart the moment
+// it is created is found (the check reads again strongly consistent when an
+// eventually consistent read lags the creation), and the cart read right
+// after shows the line.
+func TestCartTakesAProductJustCreated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("cal")
+	cal := userCaller("cal")
+	r := e.do("POST", "/products", adminCaller("boss"), map[string]any{"name": "Fresh", "description": "d", "category": "new", "priceCents": 100, "stock": 3})
+	want(t, r, 201)
+	want(t, e.do("PUT", "/users/cal/cart/"+r.str("productId"), cal, map[string]any{"quantity": 1}), 200)
+	got := e.do("GET", "/users/cal/cart", cal, nil)
+	want(t, got, 200)
+	if lines, _ := got.json["lines"].([]any); len(lines) != 1 {
+		t.Errorf("cart right after: got %s, want the line", got.Body)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/carts"
 	"github.com/shopstream/shopstream/shared/clock"
+	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/shapes"
 )
 
@@ -41,7 +42,13 @@ func (s *Store) getCart(ctx context.Context, userID string, consistent bool) (ca
 // renews the cart's expiry. Codes: NotFound (product), Conflict (cart full).
 func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quantity int) (carts.View, error) {
 	if quantity > 0 {
-		if _, err := s.getProduct(ctx, productID, false); err != nil {
+		_, err := s.getProduct(ctx, productID, false)
+		if err != nil && errcode.Of(err) == errcode.NotFound {
+			// An eventually consistent read may lag the product's creation:
+			// a miss is read again strongly consistent before it is a 404.
+			_, err = s.getProduct(ctx, productID, true)
+		}
+		if err != nil {
 			return carts.View{}, fmt.Errorf("set cart line: %w", err)
 		}
 	}

@@ -34,7 +34,15 @@ type catalogCache struct {
 	// least is, by product, the catalog version this instance last wrote:
 	// a read of an older one (a replica behind) is not kept.
 	least map[string]int64
+	// wroteAt is, by product, when this instance last wrote its catalog
+	// item: its pages read strongly consistent for ownReads after that.
+	wroteAt map[string]time.Time
 }
+
+// ownReads is how long after this instance's own write of a product its
+// pages read strongly consistent, so that the write shows at once there
+// (an eventually consistent read may miss it; AWS gives the lag no bound).
+const ownReads = time.Second
 
 type cachedCatalog struct {
 	p  products.Product // the catalog item alone: no stock, its own version
@@ -46,7 +54,7 @@ func newCatalogCache(ttl time.Duration) *catalogCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &catalogCache{ttl: ttl, items: map[string]cachedCatalog{}, least: map[string]int64{}}
+	return &catalogCache{ttl: ttl, items: map[string]cachedCatalog{}, least: map[string]int64{}, wroteAt: map[string]time.Time{}}
 }
 
 // get returns the catalog item of id and its bucket read within the TTL.
@@ -106,7 +114,27 @@ func (c *catalogCache) forget(id string) {
 	c.mu.Lock()
 	delete(c.items, id)
 	c.writes++
+	if len(c.wroteAt) >= catalogCacheSize {
+		for k, at := range c.wroteAt {
+			if time.Since(at) >= ownReads {
+				delete(c.wroteAt, k)
+			}
+		}
+	}
+	c.wroteAt[id] = time.Now()
 	c.mu.Unlock()
+}
+
+// ownRecent says whether this instance wrote id's catalog item within
+// ownReads.
+func (c *catalogCache) ownRecent(id string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.wroteAt[id]
+	return ok && time.Since(at) < ownReads
 }
 
 // wrote records that this instance wrote version v of id's catalog item.

@@ -102,7 +102,6 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if _, err := here.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	settle()
 	if got := page("page after its own PATCH", 1); got.Description != "Brews" {
 		t.Errorf("after its own PATCH: description %q, want Brews", got.Description)
 	}

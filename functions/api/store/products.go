@@ -118,11 +118,13 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// One round trip for a product of one bucket, the most common: its
 	// catalog item and bucket 0 in one BatchGetItem, each read eventually
 	// consistent, as a GetItem of a product that held its own stock was.
-	readAt, gen := time.Now(), s.catalogs.generation()
+	// After this instance's own write of the product, strongly consistent,
+	// so that the write shows here at once.
+	readAt, gen, own := time.Now(), s.catalogs.generation(), s.catalogs.ownRecent(id)
 	var catalog, first map[string]types.AttributeValue
 	req := map[string]types.KeysAndAttributes{
-		s.t.Products:     {Keys: []map[string]types.AttributeValue{productKey(id)}},
-		s.t.ProductStock: {Keys: []map[string]types.AttributeValue{bucketKey(id, 0)}},
+		s.t.Products:     {Keys: []map[string]types.AttributeValue{productKey(id)}, ConsistentRead: aws.Bool(own)},
+		s.t.ProductStock: {Keys: []map[string]types.AttributeValue{bucketKey(id, 0)}, ConsistentRead: aws.Bool(own)},
 	}
 	err := s.batchGet(ctx, "get product "+id, req, func(table string, it map[string]types.AttributeValue) error {
 		if table == s.t.Products {

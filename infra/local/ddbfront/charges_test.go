@@ -329,3 +329,29 @@ func TestBatchesAnsweredKeyByKey(t *testing.T) {
 		t.Errorf("stats: got %d unprocessed keys, want 15", got)
 	}
 }
+
+// TestScanChargedByPartitionNotByKey: a Scan of many small items of distinct
+// key values is charged by its partitions' parts, each summed and rounded
+// once, as AWS charges it, not 0.5 a key value.
+func TestScanChargedByPartitionNotByKey(t *testing.T) {
+	clock := newStillClock()
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{
+		PartitionRCU: 4, PartitionWCU: 1000, Partitions: 4, Now: clock.Now,
+	}})
+	db := st.DynamoDB()
+	table := "small-items"
+	createTable(t, db, table, "")
+	for i := 0; i < 40; i++ {
+		put(t, db, table, item("k"+itoa(i), 0, nil)) // 40 values of ~10 B: 400 B in all
+	}
+	clock.refill()
+	got := admitted(t, 10, func(int) error {
+		_, err := db.Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(table)}, noRetry)
+		return err
+	})
+	// Each partition's part rounds to 0.5 RCU: 8 scans fill a partition's 4.
+	// Charged 0.5 a key value, a scan would take ~5 of each partition's 4.
+	if got < 8 {
+		t.Errorf("admitted %d of 10 scans, want at least 8 (0.5 RCU a partition a scan)", got)
+	}
+}

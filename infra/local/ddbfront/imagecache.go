@@ -98,9 +98,6 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			continue
 		}
 		fl.count--
-		if committed && t.write {
-			l.wrote(t.id, t.before, now)
-		}
 		if committed && t.known && t.exact && fl.seq == t.seq && t.epoch == l.epoch {
 			if len(l.imgs) >= maxImages {
 				clear(l.imgs)

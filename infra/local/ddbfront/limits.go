@@ -134,11 +134,12 @@ type limiter struct {
 	// could not name, and epoch moves at each of their starts and ends.
 	imgs map[string]imageEntry
 	// recent are the writes each item had within StaleReads (stale.go).
-	recent    map[string][]staleWrite
-	flights   map[string]*flight
-	tokens    map[string]time.Time
-	untracked int
-	epoch     uint64
+	recent       map[string][]staleWrite
+	recentPruned time.Time
+	flights      map[string]*flight
+	tokens       map[string]time.Time
+	untracked    int
+	epoch        uint64
 }
 
 func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {

@@ -31,6 +31,22 @@ type staleWrite struct {
 // maxRecent bounds the items with writes kept; past it the oldest go first.
 const maxRecent = 50_000
 
+// recordWrites records the writes of an admission whose answer says they
+// committed.
+func (l *limiter) recordWrites(tracks []imageTrack) {
+	if len(tracks) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for _, t := range tracks {
+		if t.write {
+			l.wrote(t.id, t.before, now)
+		}
+	}
+}
+
 // wrote records a committed write of item id. Callers hold l.mu.
 func (l *limiter) wrote(id string, before map[string]types.AttributeValue, now time.Time) {
 	if l.cfg.StaleReads <= 0 {
@@ -39,8 +55,9 @@ func (l *limiter) wrote(id string, before map[string]types.AttributeValue, now t
 	if l.recent == nil {
 		l.recent = map[string][]staleWrite{}
 	}
-	if len(l.recent) >= maxRecent {
+	if len(l.recent) >= maxRecent || (len(l.recent) >= 1024 && now.Sub(l.recentPruned) >= time.Second) {
 		l.pruneRecent(now)
+		l.recentPruned = now
 	}
 	ws := l.recent[id]
 	cut := 0
@@ -198,6 +215,9 @@ func (l *limiter) staleBatchGet(ctx context.Context, body, out []byte) ([]byte, 
 				ok = false
 				break
 			}
+			// Matched by the key's text as the request spelled it: a number
+			// key written otherwise than DynamoDB prints it ("1.0") is not
+			// matched (the product's keys are strings).
 			_, id, err := itemKey(t, table, img, "key")
 			if err != nil {
 				ok = false // projected without its key: cannot be matched

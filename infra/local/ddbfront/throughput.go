@@ -365,6 +365,11 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 	}
 	a.committed = status == 200
 	a.answered = status < 500
+	if a.committed {
+		// Before the client has the answer: its next read must find the
+		// write's lag already begun.
+		a.l.recordWrites(a.tracks)
+	}
 	if status == 400 {
 		a.settleRefused(ctx)
 	}
@@ -633,9 +638,11 @@ func (l *limiter) byPartition(ctx context.Context, table, index string, items []
 	if index != "" && pkName == t.PartitionKey.Name {
 		index = "" // a local index reads the table's partitions
 	}
+	// By partition, not by key value: a partition's part is summed and
+	// rounded once, as AWS rounds a Query's or a Scan's read.
 	groups := map[bucketKey]int{}
 	for _, it := range items {
-		b := bucketKey{table: table, index: index, pk: valueText(it[pkName])}
+		b := l.partition(bucketKey{table: table, index: index, pk: valueText(it[pkName])})
 		groups[b] += capacity.ItemSize(it)
 	}
 	return groups, nil
