@@ -35,14 +35,14 @@ type catalogCache struct {
 	// a read of an older one (a replica behind) is not kept.
 	least map[string]int64
 	// wroteAt is, by product, when this instance last wrote its catalog
-	// item: its pages read strongly consistent for ownReads after that.
+	// item: its pages read strongly consistent for OwnReads after that.
 	wroteAt map[string]time.Time
 }
 
-// ownReads is how long after this instance's own write of a product its
+// OwnReads is how long after this instance's own write of a product its
 // pages read strongly consistent, so that the write shows at once there
 // (an eventually consistent read may miss it; AWS gives the lag no bound).
-const ownReads = time.Second
+const OwnReads = time.Second
 
 type cachedCatalog struct {
 	p  products.Product // the catalog item alone: no stock, its own version
@@ -116,7 +116,7 @@ func (c *catalogCache) forget(id string) {
 	c.writes++
 	if len(c.wroteAt) >= catalogCacheSize {
 		for k, at := range c.wroteAt {
-			if time.Since(at) >= ownReads {
+			if time.Since(at) >= OwnReads {
 				delete(c.wroteAt, k)
 			}
 		}
@@ -126,7 +126,7 @@ func (c *catalogCache) forget(id string) {
 }
 
 // ownRecent says whether this instance wrote id's catalog item within
-// ownReads.
+// OwnReads.
 func (c *catalogCache) ownRecent(id string) bool {
 	if c == nil {
 		return false
@@ -134,7 +134,7 @@ func (c *catalogCache) ownRecent(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at, ok := c.wroteAt[id]
-	return ok && time.Since(at) < ownReads
+	return ok && time.Since(at) < OwnReads
 }
 
 // wrote records that this instance wrote version v of id's catalog item.

@@ -21,7 +21,7 @@ import (
 // has refused the key once (RefillOnUnprocessed).
 func TestBatchReadsAskAgainForUnprocessedKeys(t *testing.T) {
 	clock := stacktest.NewStillClock()
-	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionRCU: 10, Now: clock.Now}})
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{PartitionRCU: 10, Partitions: 1 << 30, Now: clock.Now}}) // a partition for each key value: the spent key alone is short
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	prefix := stacktest.Prefix(t)

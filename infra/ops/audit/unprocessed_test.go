@@ -22,7 +22,7 @@ import (
 // spent; during the workload it is moved on every few milliseconds.
 func TestAuditAsksAgainForUnprocessedKeys(t *testing.T) {
 	clock := stacktest.NewStillClock()
-	f := newFixtureLimits(t, time.Hour, nil, ddbfront.Limits{PartitionRCU: 10, Now: clock.Now})
+	f := newFixtureLimits(t, time.Hour, nil, ddbfront.Limits{PartitionRCU: 10, Partitions: 1 << 30, Now: clock.Now}) // a partition for each key value: the spent key alone is short
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
