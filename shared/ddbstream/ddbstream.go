@@ -1,6 +1,7 @@
 // Package ddbstream turns the DynamoDB stream records Lambda delivers
 // (aws-lambda-go's events types) into aws-sdk-go-v2 attribute values and
-// domain structs, and says which records are TTL removals.
+// domain structs, and back (EventImage), and says which records are TTL
+// removals.
 package ddbstream
 
 import (
@@ -84,6 +85,46 @@ func image(img map[string]events.DynamoDBAttributeValue) (map[string]types.Attri
 		out[k] = av
 	}
 	return out, nil
+}
+
+// EventImage converts an SDK item to events' attribute values, whose JSON is
+// DynamoDB's own (the inverse of Image).
+func EventImage(item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
+	out := make(map[string]events.DynamoDBAttributeValue, len(item))
+	for k, v := range item {
+		out[k] = EventValue(v)
+	}
+	return out
+}
+
+// EventValue converts one SDK attribute value (the inverse of Value); a nil
+// or unknown member is NULL.
+func EventValue(v types.AttributeValue) events.DynamoDBAttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value)
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value)
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value)
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value)
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value)
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value)
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = EventValue(e)
+		}
+		return events.NewListAttribute(l)
+	case *types.AttributeValueMemberM:
+		return events.NewMapAttribute(EventImage(v.Value))
+	}
+	return events.NewNullAttribute()
 }
 
 // Decode unmarshals a stream image into out (a pointer to a struct with

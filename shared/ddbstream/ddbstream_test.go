@@ -51,6 +51,22 @@ func TestValueCoversEveryType(t *testing.T) {
 	if d := cmp.Diff(want, got, opts); d != "" {
 		t.Errorf("image (-want +got):\n%s", d)
 	}
+	// And back: EventImage is Image's inverse, to the JSON.
+	back, err := json.Marshal(EventImage(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again map[string]events.DynamoDBAttributeValue
+	if err := json.Unmarshal(back, &again); err != nil {
+		t.Fatal(err)
+	}
+	round, err := Image(again)
+	if err != nil {
+		t.Fatalf("image of %s: %v", back, err)
+	}
+	if d := cmp.Diff(want, round, opts); d != "" {
+		t.Errorf("round trip through EventImage (-want +got):\n%s", d)
+	}
 }
 
 func TestDecode(t *testing.T) {

@@ -238,7 +238,7 @@ func (l *limiter) staleBatchGet(ctx context.Context, body, out []byte) ([]byte, 
 			if !ok {
 				return nil, false
 			}
-			kept = append(kept, wireItem(proj))
+			kept = append(kept, ddbstream.EventImage(proj))
 		}
 		if kept == nil {
 			kept = []map[string]events.DynamoDBAttributeValue{}
@@ -293,42 +293,5 @@ func project(item map[string]types.AttributeValue, shape readShape) (map[string]
 }
 
 func encodeItem(item map[string]types.AttributeValue) (json.RawMessage, error) {
-	return json.Marshal(wireItem(item))
-}
-
-// wireItem is item in DynamoDB's JSON form.
-func wireItem(item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
-	out := make(map[string]events.DynamoDBAttributeValue, len(item))
-	for k, v := range item {
-		out[k] = wireValue(v)
-	}
-	return out
-}
-
-func wireValue(v types.AttributeValue) events.DynamoDBAttributeValue {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value)
-	case *types.AttributeValueMemberN:
-		return events.NewNumberAttribute(v.Value)
-	case *types.AttributeValueMemberB:
-		return events.NewBinaryAttribute(v.Value)
-	case *types.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value)
-	case *types.AttributeValueMemberSS:
-		return events.NewStringSetAttribute(v.Value)
-	case *types.AttributeValueMemberNS:
-		return events.NewNumberSetAttribute(v.Value)
-	case *types.AttributeValueMemberBS:
-		return events.NewBinarySetAttribute(v.Value)
-	case *types.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			l[i] = wireValue(e)
-		}
-		return events.NewListAttribute(l)
-	case *types.AttributeValueMemberM:
-		return events.NewMapAttribute(wireItem(v.Value))
-	}
-	return events.NewNullAttribute()
+	return json.Marshal(ddbstream.EventImage(item))
 }

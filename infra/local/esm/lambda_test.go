@@ -370,16 +370,9 @@ func TestParallelizationFactor(t *testing.T) {
 			}
 			var mu sync.Mutex
 			seqs := map[string][]string{} // item -> sequence numbers in the order processed
-			var inflight, most atomic.Int32
+			var running peak
 			fn := InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-				n := inflight.Add(1)
-				defer inflight.Add(-1)
-				for {
-					m := most.Load()
-					if n <= m || most.CompareAndSwap(m, n) {
-						break
-					}
-				}
+				defer running.enter()()
 				time.Sleep(20 * time.Millisecond)
 				mu.Lock()
 				defer mu.Unlock()
@@ -401,7 +394,7 @@ func TestParallelizationFactor(t *testing.T) {
 					t.Errorf("item %s: processed %v, want its five changes once each, in stream order", k, got)
 				}
 			}
-			switch got := int(most.Load()); {
+			switch got := int(running.most.Load()); {
 			case factor == 1 && got != 1:
 				t.Errorf("concurrent batches: got %d, want 1", got)
 			case factor > 1 && (got < 2 || got > factor):
@@ -433,16 +426,9 @@ func TestPartitionsSplitAShard(t *testing.T) {
 			var mu sync.Mutex
 			byProduct := map[string][]string{} // sequence numbers in the order processed
 			byItem := map[string][]string{}
-			var inflight, most atomic.Int32
+			var running peak
 			fn := InvokerFunc(func(_ context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-				n := inflight.Add(1)
-				defer inflight.Add(-1)
-				for {
-					m := most.Load()
-					if n <= m || most.CompareAndSwap(m, n) {
-						break
-					}
-				}
+				defer running.enter()()
 				time.Sleep(20 * time.Millisecond)
 				mu.Lock()
 				defer mu.Unlock()
@@ -478,7 +464,7 @@ func TestPartitionsSplitAShard(t *testing.T) {
 				}
 			}
 			lanes := c.partitions * c.factor
-			switch got := int(most.Load()); {
+			switch got := int(running.most.Load()); {
 			case lanes == 1 && got != 1:
 				t.Errorf("concurrent batches: got %d, want 1", got)
 			case lanes > 1 && (got < 2 || got > lanes):
@@ -565,4 +551,15 @@ func TestStuckPartitionDoesNotStopTheOthers(t *testing.T) {
 	if done[stuckProduct] != 40 {
 		t.Errorf("stuck product once released: %d records done, want 40", done[stuckProduct])
 	}
+}
+
+// peak tracks how many invocations run at once, and the most seen.
+type peak struct{ now, most atomic.Int32 }
+
+// enter counts an invocation in; the function it returns counts it out.
+func (p *peak) enter() func() {
+	n := p.now.Add(1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	return func() { p.now.Add(-1) }
 }
