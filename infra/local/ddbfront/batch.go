@@ -244,7 +244,7 @@ func (l *limiter) admitBatchGet(ctx context.Context, body []byte) (*admission, *
 			}
 			if ok {
 				for _, p := range payers {
-					l.refill(p, now).tokens -= least
+					l.refill(p, now).tokens -= l.cost(p, least)
 				}
 			} else {
 				l.stats.Throttles++

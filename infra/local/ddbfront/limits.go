@@ -33,9 +33,9 @@ type Limits struct {
 	// which the front sends no sooner than TxWindow after the arrival
 	// (default DefaultTxWindow).
 	TxWindow time.Duration
-	// PartitionWCU and PartitionRCU are the write and read units one
-	// partition key value of a table or index serves per second (defaults
-	// DefaultPartitionWCU and DefaultPartitionRCU).
+	// PartitionWCU and PartitionRCU are the write units, or the read units,
+	// one partition of a table or index serves per second, or a linear mix
+	// of the two (defaults DefaultPartitionWCU and DefaultPartitionRCU).
 	PartitionWCU, PartitionRCU float64
 	// Partitions is how many partitions each table and each index has:
 	// the partition key values that hash to one partition share its units,

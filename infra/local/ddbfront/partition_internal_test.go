@@ -57,3 +57,25 @@ func TestKeyValuesShareTheirPartition(t *testing.T) {
 		t.Errorf("10 units on a partition holding 9, in one request: admitted, want throttled")
 	}
 }
+
+// TestReadsAndWritesShareTheirPartition: a partition serves PartitionRCU
+// read units or PartitionWCU write units a second, or a linear mix of the
+// two: reads spend what writes leave, at WCU/RCU write units a read unit.
+func TestReadsAndWritesShareTheirPartition(t *testing.T) {
+	now := time.Now()
+	l := newLimiter(Limits{PartitionWCU: 10, PartitionRCU: 30, Partitions: 1, Now: func() time.Time { return now }}, nil)
+	write := bucketKey{table: "t", pk: "a", write: true}
+	read := bucketKey{table: "t", pk: "b"} // another value of the one partition
+	if _, _, ok := l.take([]charge{{bucket: write, units: 9}}); !ok {
+		t.Fatal("9 write units of a full partition of 10: refused")
+	}
+	if _, _, ok := l.take([]charge{{bucket: read, units: 6}}); ok {
+		t.Errorf("6 read units (2 write units' worth) with 1 write unit left: admitted, want throttled")
+	}
+	if _, _, ok := l.take([]charge{{bucket: read, units: 3}}); !ok {
+		t.Errorf("3 read units (1 write unit's worth) with 1 write unit left: throttled, want admitted")
+	}
+	if _, _, ok := l.take([]charge{{bucket: write, units: 1}}); ok {
+		t.Errorf("a write unit once reads took the last: admitted, want throttled")
+	}
+}

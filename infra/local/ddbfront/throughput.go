@@ -39,24 +39,27 @@ func (l *limiter) take(charges []charge) (pos int, refused bucketKey, ok bool) {
 	// Each charge's payers once: a maximum removed meanwhile must not
 	// leave a bucket in need that was never refilled.
 	payers := make([][]bucketKey, len(charges))
-	need := map[bucketKey]float64{}
+	need := map[string]float64{} // by bucket: a partition's reads and writes share one
+	keys := map[string]bucketKey{}
 	for i, c := range charges {
 		payers[i] = l.payers(c.bucket)
 		for _, k := range payers[i] {
-			need[k] += c.units
+			n := l.bucketName(k)
+			need[n] += l.cost(k, c.units)
+			keys[n] = k
 		}
 	}
 	for i, c := range charges {
 		for _, k := range payers[i] {
 			b := l.refill(k, now)
-			if b.tokens < need[k] && b.tokens < l.rate(k) {
+			if b.tokens < need[l.bucketName(k)] && b.tokens < l.rate(k) {
 				l.stats.Throttles++
 				return c.pos, k, false
 			}
 		}
 	}
-	for k, units := range need {
-		l.refill(k, now).tokens -= units
+	for n, u := range need {
+		l.refill(keys[n], now).tokens -= u
 	}
 	l.prune(now)
 	return 0, bucketKey{}, true
@@ -123,18 +126,39 @@ func (l *limiter) charge(k bucketKey, units float64) {
 	defer l.mu.Unlock()
 	now := l.now()
 	for _, p := range l.payers(k) {
-		l.refill(p, now).tokens -= units
+		l.refill(p, now).tokens -= l.cost(p, units)
 	}
 }
 
+// rate is what bucket k refills a second, and holds at most: a table's or
+// index's maximum in its units, or a partition's write units, which its
+// reads share ("3,000 read request units or 1,000 write request units, or a
+// linear combination of both").
 func (l *limiter) rate(k bucketKey) float64 {
 	if k.pk == tableLevelPK {
 		return l.schemas.capOf(k)
 	}
-	if k.write {
-		return l.cfg.PartitionWCU
+	return l.cfg.PartitionWCU
+}
+
+// cost is what units of k's kind take from k's bucket: a read unit from a
+// partition's takes the write units it displaces (a third of one at AWS's
+// figures).
+func (l *limiter) cost(k bucketKey, units float64) float64 {
+	if k.pk == tableLevelPK || k.write {
+		return units
 	}
-	return l.cfg.PartitionRCU
+	return units * l.cfg.PartitionWCU / l.cfg.PartitionRCU
+}
+
+// bucketName names k's bucket: a partition has one for its reads and
+// writes, a table's or index's maximum one for each.
+func (l *limiter) bucketName(k bucketKey) string {
+	if k.pk == tableLevelPK {
+		return bucketName(k)
+	}
+	k = l.partition(k)
+	return "p\x00" + k.table + "\x00" + k.index + "\x00" + k.pk
 }
 
 func bucketName(k bucketKey) string {
@@ -147,7 +171,7 @@ func bucketName(k bucketKey) string {
 
 // refill brings a bucket up to now; a new bucket starts full.
 func (l *limiter) refill(k bucketKey, now time.Time) *tokenBucket {
-	name := bucketName(l.partition(k))
+	name := l.bucketName(k)
 	rate := l.rate(k)
 	b, ok := l.buckets[name]
 	if !ok {
@@ -172,10 +196,7 @@ func (l *limiter) prune(now time.Time) {
 		if strings.HasSuffix(name, "\x00"+tableLevelPK) {
 			continue // one a table or index, kept
 		}
-		rate := l.cfg.PartitionRCU
-		if strings.HasPrefix(name, "w") {
-			rate = l.cfg.PartitionWCU
-		}
+		rate := l.cfg.PartitionWCU // a partition's
 		if b.tokens+now.Sub(b.last).Seconds()*rate >= rate {
 			delete(l.buckets, name)
 		}
@@ -477,7 +498,7 @@ func (l *limiter) takeRead(groups map[bucketKey]int, c capacity.Consistency) *re
 		}
 	}
 	for b, size := range groups {
-		l.refill(b, now).tokens -= capacity.ReadUnits(size, c)
+		l.refill(b, now).tokens -= l.cost(b, capacity.ReadUnits(size, c))
 	}
 	for p, size := range whole {
 		l.refill(p, now).tokens -= capacity.ReadUnits(size, c)
