@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -97,6 +99,8 @@ func TestRepairBeforeReplayCountsOnce(t *testing.T) {
 	review("u2", 2)
 	place("u1", 1)
 	want := func(u1, u2 user, units, reviews, ratings int64) string {
+		// The product page is read eventually consistent.
+		time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond)
 		var wrong strings.Builder
 		for u, w := range map[string]user{"u1": u1, "u2": u2} {
 			var got user

@@ -125,7 +125,7 @@ func TestKeptResponseLayout(t *testing.T) {
 	p := e.mustProduct("Lamp", "lighting", 2500, 100)
 	first := e.do("POST", "/users/kai/orders", userCaller("kai"), map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 1}}}, "Idempotency-Key", "k-layout")
 	want(t, first, 201)
-	out, err := e.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(tables.Physical(e.prefix, tables.IdempotencyKeys))})
+	out, err := e.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(tables.Physical(e.prefix, tables.IdempotencyKeys)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}

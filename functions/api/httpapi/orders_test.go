@@ -198,6 +198,9 @@ func TestOpenOrdersMergeShards(t *testing.T) {
 	}
 	sort.Strings(placed)
 	admin := adminCaller("root")
+	// The index is read eventually consistent, as every global index is: an
+	// order reaches it shortly after it is answered.
+	time.Sleep(staleReads)
 
 	walk := func(status string, limit int) []string {
 		t.Helper()
@@ -235,6 +238,7 @@ func TestOpenOrdersMergeShards(t *testing.T) {
 	move(9, "DELIVERED")
 	id, user, _ := strings.Cut(placed[3], "|")
 	want(t, e.do("POST", "/users/"+user+"/orders/"+id+"/cancel", userCaller(user), nil), 200)
+	time.Sleep(staleReads)
 
 	if got := walk("SHIPPED", 1); strings.Join(got, ",") != placed[0]+","+placed[5] {
 		t.Errorf("got shipped %v, want %v", got, []string{placed[0], placed[5]})

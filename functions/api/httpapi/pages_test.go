@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/api/store"
@@ -49,6 +50,9 @@ func walkEveryList(t *testing.T, e *env, wantPages map[string]int) {
 		}
 		e.mustOrder("fay", p, 1)
 	}
+	// Lists are read eventually consistent (a global index only so): the
+	// writes above reach them shortly after they are answered.
+	time.Sleep(staleReads)
 	for _, tc := range []struct {
 		name, target string
 		who          caller
@@ -121,6 +125,9 @@ func TestCursorBindsEscapedFilters(t *testing.T) {
 	for range 3 {
 		e.mustProduct("Spoon", "kitchen", 100, 1)
 	}
+	// Lists are read eventually consistent (a global index only so): the
+	// writes above reach them shortly after they are answered.
+	time.Sleep(staleReads)
 	r := e.do("GET", "/products?category=kitchen&z=1&limit=1", anonymous, nil)
 	want(t, r, 200)
 	c := url.QueryEscape(r.str("nextCursor"))
@@ -160,6 +167,9 @@ func TestLargestPagesFitLambdasPayload(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Lists are read eventually consistent (a global index only so): the
+	// writes above reach them shortly after they are answered.
+	time.Sleep(staleReads)
 	seen := map[string]int{}
 	target := "/products/" + p + "/reviews?limit=100"
 	pages := 0

@@ -223,6 +223,7 @@ func TestEmailChangeWithoutOldClaim(t *testing.T) {
 	want(t, e.do("PATCH", "/users/held", caller{sub: "held", email: "held2@example.com"}, map[string]any{"email": "held2@example.com"}), 200)
 	out, err := e.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(emails), Key: map[string]types.AttributeValue{"email": &types.AttributeValueMemberS{Value: "held@example.com"}},
+		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ func TestWireMatchesOpenAPI(t *testing.T) {
 	p2 := w.send(201, "POST", "/products", admin, map[string]any{"name": "Desk", "category": "wire", "priceCents": 9000, "stock": 2}).str("productId")
 	w.send(400, "POST", "/products", admin, map[string]any{"name": "", "category": "wire"})
 	w.send(403, "POST", "/products", wes, map[string]any{"name": "N", "category": "wire", "priceCents": 1, "stock": 1})
+	time.Sleep(staleReads) // the public reads below are eventually consistent
 	page := w.send(200, "GET", "/products?category=wire&limit=1", none, nil)
 	w.send(200, "GET", "/products?category=wire&limit=1&cursor="+page.str("nextCursor"), none, nil)
 	w.send(400, "GET", "/products?category=wire&cursor=forged.cursor", none, nil)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -89,7 +90,7 @@ func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quant
 }
 
 // GetCart returns userID's cart with current product names and prices; lines
-// of products that no longer exist are left out. A user without a cart has an
+// of products that no longer exist (read strongly consistent) are left out. A user without a cart has an
 // empty one. The cart is read strongly consistent: a line the user just
 // added shows at once (an eventually consistent read may miss it).
 func (s *Store) GetCart(ctx context.Context, userID string) (carts.View, error) {
@@ -110,6 +111,23 @@ func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
 	ps, err := s.getProducts(ctx, ids, false)
 	if err != nil {
 		return carts.View{}, fmt.Errorf("cart %s: %w", c.UserID, err)
+	}
+	// An eventually consistent read may lag a product's creation: a line
+	// whose product it misses is read again strongly consistent before it
+	// is left out as gone (a cart line just added for a product just
+	// created stays in the cart).
+	var missing []string
+	for _, id := range ids {
+		if _, ok := ps[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		again, err := s.getProducts(ctx, missing, true)
+		if err != nil {
+			return carts.View{}, fmt.Errorf("cart %s: %w", c.UserID, err)
+		}
+		maps.Copy(ps, again)
 	}
 	for _, id := range ids {
 		p, ok := ps[id]

@@ -160,6 +160,7 @@ func TestStockIsReadAsOfOneInstant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle() // another instance's eventually consistent read finds it
 	// Buckets [5,0], as sales from bucket 1 and restocks into bucket 0
 	// leave them; a PATCH of stock 5 respreads them to [3,2].
 	five := int64(5)
@@ -182,6 +183,7 @@ func TestStockIsReadAsOfOneInstant(t *testing.T) {
 	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{Stock: &five}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settle() // the respread [3,2] is what any read sees now, but bucket 0's old 5
 	st := store.New(interleaved{DB: s.db, table: stockTable, old: old}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
 	got, err := st.GetProduct(ctx, p.ProductID)
 	if err != nil {

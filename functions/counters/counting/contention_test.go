@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,6 +107,9 @@ func TestContentionWithStockOnHotProduct(t *testing.T) {
 	if v, ok := out.Item["unitsSold"].(*types.AttributeValueMemberN); ok {
 		got["unitsSold"] = v.Value
 	}
+	// The product page reads the stock eventually consistent: it shows the
+	// last sales once that read has caught up with them.
+	time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond)
 	p, err := api.GetProduct(ctx, hot.ProductID)
 	if err != nil {
 		t.Fatal(err)

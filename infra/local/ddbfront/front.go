@@ -324,7 +324,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, refused.status, refused.body)
 		return
 	}
-	if resp.StatusCode == http.StatusOK && (op == "GetItem" || op == "BatchGetItem") {
+	if resp.StatusCode == http.StatusOK && staleOps[op] {
 		out = f.limits.staleAnswer(r.Context(), op, body, out)
 	}
 	if adm != nil && resp.StatusCode == http.StatusOK {

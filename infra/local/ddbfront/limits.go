@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"strings"
 	"sync"
 	"time"
@@ -136,6 +137,7 @@ type limiter struct {
 	// recent are the writes each item had within StaleReads (stale.go).
 	recent       map[string][]staleWrite
 	recentPruned time.Time
+	lastWrite    time.Time // the latest write kept in recent
 	flights      map[string]*flight
 	tokens       map[string]time.Time
 	untracked    int
@@ -665,11 +667,22 @@ func valueText(v types.AttributeValue) string {
 	case *types.AttributeValueMemberS:
 		return "S:" + v.Value
 	case *types.AttributeValueMemberN:
-		return "N:" + v.Value
+		return "N:" + canonicalNumber(v.Value)
 	case *types.AttributeValueMemberB:
 		return fmt.Sprintf("B:%x", v.Value)
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// canonicalNumber spells a DynamoDB number one way whatever the client
+// wrote ("1.0", "1e0" and "1" are one key value, as DynamoDB prints them
+// "1"); a text that is not a number is kept as it is.
+func canonicalNumber(n string) string {
+	var r big.Rat
+	if _, ok := r.SetString(n); !ok {
+		return n
+	}
+	return r.RatString()
 }
 
 // charge is one partition's part of a request.

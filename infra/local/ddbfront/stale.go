@@ -3,6 +3,7 @@ package ddbfront
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // Eventually consistent reads. On AWS the answer to an eventually
@@ -17,9 +19,18 @@ import (
 // operation" (Read consistency, developer guide); DynamoDB Local always
 // answers with the item as it is. The front keeps, for StaleReads after each write it saw
 // commit, the item as it was before, and answers an eventually consistent
-// GetItem or BatchGetItem of it with the item as it was StaleReads ago: a
-// copy that has not applied the writes of the last StaleReads yet. Strongly
-// consistent reads, transactions, queries and scans see the item as it is.
+// GetItem, BatchGetItem, Query or Scan, and every read of a global index,
+// with the item as it was StaleReads ago: a copy that has not applied the
+// writes of the last StaleReads yet. Strongly consistent reads and
+// transactions see the item as it is.
+//
+// A query or scan is answered by DynamoDB Local from the items as they are,
+// and the front then takes out what the lagging copy would not hold: an item
+// written since is replaced by what it was before, or left out when it was
+// not there (or, in an index, not under the same index key). What the copy
+// would still hold and DynamoDB Local no longer does (an item deleted since,
+// or moved away from the index key read) cannot be put back, and a filter is
+// evaluated on the item as it is: those two parts read fresher than AWS may.
 
 // staleWrite is one committed write of an item: when, and the item before it
 // (nil: there was none).
@@ -65,6 +76,7 @@ func (l *limiter) wrote(id string, before map[string]types.AttributeValue, now t
 		cut++
 	}
 	l.recent[id] = append(ws[cut:], staleWrite{at: now, before: before})
+	l.lastWrite = now
 }
 
 // pruneRecent drops the writes every copy has applied by now. Callers hold
@@ -108,6 +120,8 @@ func (l *limiter) staleAnswer(ctx context.Context, op string, body, out []byte) 
 		rewritten, ok = l.staleGet(ctx, body, out)
 	case "BatchGetItem":
 		rewritten, ok = l.staleBatchGet(ctx, body, out)
+	case "Query", "Scan":
+		rewritten, ok = l.staleQuery(ctx, body, out)
 	}
 	if !ok {
 		return out
@@ -115,11 +129,195 @@ func (l *limiter) staleAnswer(ctx context.Context, op string, body, out []byte) 
 	return rewritten
 }
 
-// anyRecent reports whether any write is kept.
+// staleOps are the operations whose eventually consistent answers lag.
+var staleOps = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true, "Scan": true}
+
+// staleQuery rewrites the page of an eventually consistent Query or Scan, or
+// of any read of a global index (they are eventually consistent only).
+func (l *limiter) staleQuery(ctx context.Context, body, out []byte) ([]byte, bool) {
+	var in struct {
+		TableName        string
+		IndexName        string
+		Select           string
+		FilterExpression string
+		QueryFilter      json.RawMessage
+		ScanFilter       json.RawMessage
+		readShape
+	}
+	if json.Unmarshal(body, &in) != nil || (in.ConsistentRead && in.IndexName == "") || in.Select == "COUNT" {
+		return nil, false
+	}
+	t, err := l.schemas.get(ctx, in.TableName)
+	if err != nil {
+		return nil, false
+	}
+	var ix *tables.Index
+	global := false
+	if in.IndexName != "" {
+		for i := range t.GlobalIndexes {
+			if t.GlobalIndexes[i].Name == in.IndexName {
+				ix, global = &t.GlobalIndexes[i], true
+			}
+		}
+		for i := range t.LocalIndexes {
+			if t.LocalIndexes[i].Name == in.IndexName {
+				ix = &t.LocalIndexes[i]
+			}
+		}
+		if ix == nil || (in.ConsistentRead && !global) {
+			return nil, false // unknown, or a strongly consistent read of a local index
+		}
+	}
+	// A local index fetches from the table what it does not project when
+	// the read asks for it; a global index refuses such a read.
+	indexOnly := ix != nil && (global || in.Select == "ALL_PROJECTED_ATTRIBUTES" ||
+		(in.Select == "" && in.ProjectionExpression == "" && len(in.AttributesToGet) == 0))
+	// A filter is evaluated on the item as it is: what it was may not pass,
+	// so an item that changed is shown as it is (only the items not in the
+	// copy yet are left out).
+	filtered := in.FilterExpression != "" || len(in.QueryFilter) > 0 || len(in.ScanFilter) > 0
+	var ans map[string]json.RawMessage
+	if json.Unmarshal(out, &ans) != nil {
+		return nil, false
+	}
+	var items []map[string]events.DynamoDBAttributeValue
+	if raw, ok := ans["Items"]; !ok || json.Unmarshal(raw, &items) != nil {
+		return nil, false
+	}
+	imgs := make([]map[string]types.AttributeValue, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		img, err := ddbstream.Image(it)
+		if err != nil {
+			return nil, false
+		}
+		if _, ids[i], err = itemKey(t, in.TableName, img, "key"); err != nil {
+			return nil, false // projected without the table's key: cannot be matched
+		}
+		imgs[i] = img
+	}
+	stale := l.asOfAll(ids, time.Now())
+	if len(stale) == 0 {
+		return nil, false
+	}
+	kept := make([]map[string]events.DynamoDBAttributeValue, 0, len(items))
+	dropped := 0
+	for i, it := range items {
+		before, isStale := stale[ids[i]]
+		if !isStale {
+			kept = append(kept, it)
+			continue
+		}
+		same, known := true, true
+		if ix != nil {
+			same, known = sameIndexKey(*ix, before, imgs[i])
+		}
+		switch {
+		case before == nil || !same:
+			dropped++ // not in the copy yet, or not under this index key
+			continue
+		case filtered || !known:
+			kept = append(kept, it) // cannot tell what the copy answers: as it is
+			continue
+		}
+		if indexOnly {
+			before = indexProjection(t, *ix, before)
+		}
+		proj, ok := project(before, in.readShape)
+		if !ok {
+			return nil, false
+		}
+		kept = append(kept, ddbstream.EventImage(proj))
+	}
+	raw, err := json.Marshal(kept)
+	if err != nil {
+		return nil, false
+	}
+	ans["Items"] = raw
+	ans["Count"] = json.RawMessage(strconv.Itoa(len(kept)))
+	if rawScanned, ok := ans["ScannedCount"]; ok && dropped > 0 {
+		// The copy did not hold the items left out: it did not read them.
+		if n, err := strconv.Atoi(string(rawScanned)); err == nil && n >= dropped {
+			ans["ScannedCount"] = json.RawMessage(strconv.Itoa(n - dropped))
+		}
+	}
+	b, err := json.Marshal(ans)
+	return b, err == nil
+}
+
+// sameIndexKey reports whether before sits under the index key the answered
+// item has: it holds the index's key attributes (a sparse index holds no
+// item without them), equal to the answer's. known is false when the
+// answer does not show a key attribute, so that only its absence from
+// before can be told.
+func sameIndexKey(ix tables.Index, before, answered map[string]types.AttributeValue) (same, known bool) {
+	known = true
+	for _, k := range []*tables.Key{&ix.PartitionKey, ix.SortKey} {
+		if k == nil {
+			continue
+		}
+		b, ok := before[k.Name]
+		if !ok {
+			return false, true
+		}
+		a, ok := answered[k.Name]
+		if !ok {
+			known = false
+			continue
+		}
+		if valueText(a) != valueText(b) {
+			return false, true
+		}
+	}
+	return true, known
+}
+
+// indexProjection keeps the attributes index ix of table t copies.
+func indexProjection(t tables.Table, ix tables.Index, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if ix.Projection.Type == tables.ProjectAll || ix.Projection.Type == "" {
+		return item
+	}
+	names := []string{t.PartitionKey.Name, ix.PartitionKey.Name}
+	for _, k := range []*tables.Key{t.SortKey, ix.SortKey} {
+		if k != nil {
+			names = append(names, k.Name)
+		}
+	}
+	if ix.Projection.Type == tables.ProjectInclude {
+		names = append(names, ix.Projection.NonKey...)
+	}
+	out := map[string]types.AttributeValue{}
+	for _, n := range names {
+		if v, ok := item[n]; ok {
+			out[n] = v
+		}
+	}
+	return out
+}
+
+// anyRecent reports whether any write is recent enough for a lagging copy
+// not to have it.
 func (l *limiter) anyRecent() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.recent) > 0
+	return len(l.recent) > 0 && time.Since(l.lastWrite) < l.cfg.StaleReads
+}
+
+// asOfAll is asOf of each of ids under one lock: the items a copy
+// StaleReads behind sees differently, by id.
+func (l *limiter) asOfAll(ids []string, now time.Time) map[string]map[string]types.AttributeValue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]map[string]types.AttributeValue{}
+	for _, id := range ids {
+		for _, w := range l.recent[id] {
+			if now.Sub(w.at) < l.cfg.StaleReads {
+				out[id] = w.before
+				break
+			}
+		}
+	}
+	return out
 }
 
 type readShape struct {

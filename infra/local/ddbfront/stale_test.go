@@ -1,6 +1,8 @@
 package ddbfront_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,4 +107,173 @@ func TestEventuallyConsistentReadsLag(t *testing.T) {
 	if got := batch(false); got["a"] != "three" || len(got) != 1 {
 		t.Errorf("eventually consistent batch past the window: got %v, want a = three alone", got)
 	}
+}
+
+// TestEventuallyConsistentQueriesLag: an eventually consistent Query or Scan
+// of a table, and any read of a global index, sees the items written in the
+// last StaleReads as they were before: a new item is not in it yet, a changed
+// one shows its previous values, and an item whose index key changed is not
+// yet in its new place in the index. Strongly consistent queries and scans
+// see the items as they are.
+func TestEventuallyConsistentQueriesLag(t *testing.T) {
+	const window = time.Second
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{StaleReads: window}})
+	db := st.DynamoDB()
+	table := "stale-queries"
+	if _, err := db.CreateTable(ctx(t), &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeN},
+			{AttributeName: aws.String("g"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("l"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{
+			IndexName: aws.String("byL"), KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("l"), KeyType: types.KeyTypeRange}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String("byG"), KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("g"), KeyType: types.KeyTypeHash}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: []string{"v"}},
+		}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	// seen lists the items' "pk=v" as the read answered them, and checks
+	// that Count says as many.
+	seen := func(items []map[string]types.AttributeValue, count int32) []string {
+		t.Helper()
+		out := []string{}
+		for _, it := range items {
+			pk, _ := it["pk"].(*types.AttributeValueMemberS)
+			v, _ := it["v"].(*types.AttributeValueMemberS)
+			w := "-"
+			if _, ok := it["w"]; ok {
+				w = "w"
+			}
+			if pk == nil || v == nil {
+				out = append(out, fmt.Sprintf("%v", it))
+				continue
+			}
+			out = append(out, pk.Value+"="+v.Value+w)
+		}
+		if int(count) != len(items) {
+			t.Errorf("Count %d for %d items", count, len(items))
+		}
+		return out
+	}
+	query := func(consistent bool, projection string) []string {
+		t.Helper()
+		in := &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("a")}, ConsistentRead: aws.Bool(consistent)}
+		if projection != "" {
+			in.ProjectionExpression = aws.String(projection)
+		}
+		out, err := db.Query(ctx(t), in)
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		if out.ScannedCount != out.Count {
+			t.Errorf("unfiltered query: ScannedCount %d, Count %d", out.ScannedCount, out.Count)
+		}
+		return seen(out.Items, out.Count)
+	}
+	local := func(pk, projection string) []string {
+		t.Helper()
+		in := &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String("byL"), KeyConditionExpression: aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk)}}
+		if projection != "" {
+			in.ProjectionExpression = aws.String(projection)
+		}
+		out, err := db.Query(ctx(t), in)
+		if err != nil {
+			t.Fatalf("local index query: %v", err)
+		}
+		return seen(out.Items, out.Count)
+	}
+	filtered := func(v string) []string {
+		t.Helper()
+		out, err := db.Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(table), FilterExpression: aws.String("v = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": s(v)}})
+		if err != nil {
+			t.Fatalf("filtered scan: %v", err)
+		}
+		return seen(out.Items, out.Count)
+	}
+	index := func(g string) []string {
+		t.Helper()
+		out, err := db.Query(ctx(t), &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String("byG"),
+			KeyConditionExpression: aws.String("g = :g"), ExpressionAttributeValues: map[string]types.AttributeValue{":g": s(g)}})
+		if err != nil {
+			t.Fatalf("index query: %v", err)
+		}
+		return seen(out.Items, out.Count)
+	}
+	scan := func(consistent bool) []string {
+		t.Helper()
+		out, err := db.Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(consistent)})
+		if err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		got := seen(out.Items, out.Count)
+		slices.Sort(got)
+		return got
+	}
+	settle := func() { time.Sleep(window + 50*time.Millisecond) }
+	check := func(what string, got []string, want ...string) {
+		t.Helper()
+		if want == nil {
+			want = []string{}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", what, got, want)
+		}
+	}
+
+	put(t, db, table, item("a", 1, map[string]types.AttributeValue{"v": s("one"), "w": s("x"), "g": s("G")}))
+	put(t, db, table, item("b", 1, map[string]types.AttributeValue{"v": s("b"), "g": s("G")}))
+	check("eventually consistent query of a new item", query(false, ""))
+	check("strongly consistent query of a new item", query(true, ""), "a=onew")
+	check("index query of new items", index("G"))
+	check("eventually consistent scan of new items", scan(false))
+	check("strongly consistent scan of new items", scan(true), "a=onew", "b=b-")
+	settle()
+	check("eventually consistent query past the window", query(false, ""), "a=onew")
+	check("index query past the window", index("G"), "a=one-", "b=b-")
+
+	put(t, db, table, item("a", 1, map[string]types.AttributeValue{"v": s("two"), "g": s("G"), "l": s("L")}))
+	check("eventually consistent query after an overwrite", query(false, ""), "a=onew")
+	check("local index query of an item not yet in it", local("a", ""))
+	check("projected query after an overwrite", query(false, "pk, sk, v"), "a=one-")
+	check("index query after an overwrite", index("G"), "a=one-", "b=b-")
+	check("eventually consistent scan after an overwrite", scan(false), "a=onew", "b=b-")
+	check("strongly consistent scan after an overwrite", scan(true), "a=two-", "b=b-")
+	// What the item was may not pass the filter: it is shown as it is.
+	check("filtered scan after an overwrite", filtered("two"), "a=two-")
+	settle()
+
+	put(t, db, table, item("a", 1, map[string]types.AttributeValue{"v": s("three"), "g": s("G"), "l": s("L")}))
+	// Asked for what it does not project, a local index reads the table.
+	check("local index query of an attribute it fetches from the table", local("a", "pk, sk, l, v"), "a=two-")
+	// A number key written "1.0" is the item DynamoDB prints with "1".
+	if _, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"pk": s("c"), "sk": &types.AttributeValueMemberN{Value: "1.0"}, "v": s("c")}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Query(ctx(t), &dynamodb.QueryInput{TableName: aws.String(table), KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("c")}})
+	if err != nil || len(out.Items) != 0 {
+		t.Errorf("eventually consistent query of an item written with key 1.0: got %v, %v; want no item yet", out, err)
+	}
+	settle()
+
+	if _, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("b", 1),
+		UpdateExpression: aws.String("SET g = :g"), ExpressionAttributeValues: map[string]types.AttributeValue{":g": s("H")}}); err != nil {
+		t.Fatal(err)
+	}
+	check("index query of the index key an item just moved to", index("H"))
+	settle()
+	check("index query past the window", index("H"), "b=b-")
 }
