@@ -101,6 +101,9 @@ func parseSettings(raw json.RawMessage) (map[string]string, *apiError) {
 			return nil, illegalArgument("failed to parse value [%s] for setting [index.gc_deletes]", v)
 		}
 	}
+	if _, err := refreshInterval(out); err != nil {
+		return nil, illegalArgument("%s", err.Error())
+	}
 	if v, ok := out["index.max_result_window"]; ok {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 {
 			return nil, illegalArgument("failed to parse value [%s] for setting [index.max_result_window], must be >= [1]", v)

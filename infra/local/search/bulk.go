@@ -2,6 +2,7 @@ package search
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -214,6 +215,10 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 	if e != nil {
 		return 0, e
 	}
+	refresh, e := refreshParam(q)
+	if e != nil {
+		return 0, e
+	}
 	items, e := parseBulk(raw, pathIndex, s.RefuseExplicitIndex)
 	if e != nil {
 		return 0, e
@@ -251,7 +256,7 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 		for j, i := range idxs {
 			ops[j] = items[i].op
 		}
-		res, e, err := s.applyTo(ix, ops)
+		res, e, err := s.applyTo(q.r.Context(), ix, ops, refresh)
 		if err != nil {
 			return 0, err
 		}
@@ -261,6 +266,7 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 		}
 		for j, i := range idxs {
 			results[i] = newItemResponse(name, res[j])
+			results[i].ForcedRefresh = refresh == "true"
 		}
 	}
 	out := bulkResponse{Items: make([]map[string]itemResponse, len(items))}
@@ -291,14 +297,18 @@ func (s *Server) indexForWrite(name string, items []bulkItem, idxs []int) (*inde
 	return s.createIndex(name, nil, nil, true)
 }
 
-// applyTo runs writes on an index held open for the duration.
-func (s *Server) applyTo(ix *index, ops []writeOp) ([]writeResult, *apiError, error) {
+// applyTo runs writes on an index held open for the duration, then
+// refreshes it as the request's ?refresh asked (refreshParam).
+func (s *Server) applyTo(ctx context.Context, ix *index, ops []writeOp, refresh string) ([]writeResult, *apiError, error) {
 	if e := ix.acquire(); e != nil {
 		return nil, e, nil
 	}
 	defer ix.life.RUnlock()
 	res, err := ix.apply(ops, s.GCDeletes)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := ix.afterWrite(ctx, refresh); err != nil {
 		return nil, nil, err
 	}
 	return res, nil, nil
@@ -323,6 +333,10 @@ func (s *Server) handleWriteDoc(w http.ResponseWriter, q *request, name, action,
 	if reasons := op.validate(); len(reasons) > 0 {
 		return 0, validationError(reasons...)
 	}
+	refresh, e := refreshParam(q)
+	if e != nil {
+		return 0, e
+	}
 	if id == "" && action == actionIndex {
 		op.id = newID()
 	}
@@ -331,7 +345,7 @@ func (s *Server) handleWriteDoc(w http.ResponseWriter, q *request, name, action,
 	if e != nil || err != nil {
 		return 0, firstErr(e, err)
 	}
-	res, e, err := s.applyTo(ix, []writeOp{op})
+	res, e, err := s.applyTo(q.r.Context(), ix, []writeOp{op}, refresh)
 	if e != nil || err != nil {
 		return 0, firstErr(e, err)
 	}
@@ -341,9 +355,7 @@ func (s *Server) handleWriteDoc(w http.ResponseWriter, q *request, name, action,
 	}
 	out := newItemResponse(name, r)
 	out.Status = 0
-	if v, ok := q.param("refresh"); ok && (v == "" || v == "true") {
-		out.ForcedRefresh = true
-	}
+	out.ForcedRefresh = refresh == "true"
 	return r.status, out
 }
 

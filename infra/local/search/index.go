@@ -90,6 +90,16 @@ type index struct {
 
 	mapping atomic.Pointer[mappingDef]
 
+	// view is what searches read: the documents as of the last refresh
+	// (refresh.go). viewMu guards the view's pending batch, refreshed
+	// (closed at the next refresh) and nextRefresh.
+	view         bleve.Index
+	refreshEvery time.Duration // 0: no scheduled refresh
+	viewMu       sync.Mutex
+	viewPending  *bleve.Batch
+	refreshed    chan struct{}
+	nextRefresh  time.Time
+
 	// writeMu serialises writes; it guards the fields below.
 	writeMu    sync.Mutex
 	versions   map[string]docState
@@ -196,6 +206,10 @@ func createIndex(name, path string, meta indexMeta, m *mappingDef) (*index, erro
 		_ = bi.Close()
 		return nil, err
 	}
+	if err := ix.openView(); err != nil {
+		_ = bi.Close()
+		return nil, err
+	}
 	// The meta key is written last: an index directory without it is a
 	// creation that never completed and is discarded on the next start.
 	b := bi.NewBatch()
@@ -259,6 +273,13 @@ func openIndex(name, path string) (*index, error) {
 	if err := ix.init(m); err != nil {
 		return fail(err)
 	}
+	if err := ix.openView(); err != nil {
+		return fail(err)
+	}
+	if err := ix.rebuildView(); err != nil {
+		_ = ix.view.Close()
+		return fail(err)
+	}
 	return ix, nil
 }
 
@@ -284,6 +305,11 @@ func (ix *index) init(m *mappingDef) error {
 		}
 		ix.gcDeletes = d
 	}
+	every, err := refreshInterval(ix.meta.Settings)
+	if err != nil {
+		return fmt.Errorf("index %s: %w", ix.name, err)
+	}
+	ix.refreshEvery = every
 	ix.mapping.Store(m)
 	return nil
 }
@@ -306,8 +332,15 @@ func (ix *index) close() error {
 		return nil
 	}
 	ix.closed = true
+	var viewErr error
+	if ix.view != nil {
+		viewErr = ix.view.Close()
+	}
 	if err := ix.bleve.Close(); err != nil {
 		return fmt.Errorf("close index %s: %w", ix.name, err)
+	}
+	if viewErr != nil {
+		return fmt.Errorf("close index %s: search view: %w", ix.name, viewErr)
 	}
 	return nil
 }

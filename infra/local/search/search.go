@@ -13,7 +13,8 @@
 //
 // Each index is one bleve index, in memory or under the data directory.
 // Writes are acknowledged once bleve has persisted them; a search sees
-// every acknowledged write (refresh is implied).
+// the writes made searchable by a refresh (refresh.go): every second, or at
+// once for a write sent with ?refresh.
 package search
 
 import (
@@ -66,6 +67,7 @@ type Server struct {
 	mu      sync.RWMutex
 	indexes map[string]*index
 	closed  bool
+	stop    chan struct{} // ends the scheduled refreshes
 }
 
 // New opens the search service. dir == "" keeps every index in memory;
@@ -75,8 +77,9 @@ func New(dir string, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{dir: dir, logger: logger, clusterUUID: randomHex(11), indexes: map[string]*index{}}
+	s := &Server{dir: dir, logger: logger, clusterUUID: randomHex(11), indexes: map[string]*index{}, stop: make(chan struct{})}
 	if dir == "" {
+		go s.scheduleRefreshes(s.stop)
 		return s, nil
 	}
 	if err := os.MkdirAll(s.indicesDir(), 0o755); err != nil {
@@ -114,6 +117,7 @@ func New(dir string, logger *slog.Logger) (*Server, error) {
 		s.indexes[name] = ix
 	}
 	logger.Info("search: opened", "dir", dir, "indexes", len(s.indexes))
+	go s.scheduleRefreshes(s.stop)
 	return s, nil
 }
 
@@ -128,6 +132,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.stop)
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(s.indexes)) {
 		errs = append(errs, s.indexes[name].close())
@@ -431,8 +436,16 @@ func (s *Server) route(w http.ResponseWriter, q *request) (int, any) {
 		if m != http.MethodPost && m != http.MethodGet {
 			return methodNotAllowed(q, "GET", "POST")
 		}
-		if _, e := s.lookupIndex(name); e != nil {
+		ix, e := s.lookupIndex(name)
+		if e != nil {
 			return 0, e
+		}
+		if e := ix.acquire(); e != nil {
+			return 0, e
+		}
+		defer ix.life.RUnlock()
+		if err := ix.refresh(); err != nil {
+			return 0, err
 		}
 		return http.StatusOK, map[string]any{"_shards": shardsInfo{Total: 1, Successful: 1}}
 	case "_mapping", "_mappings":
@@ -475,7 +488,20 @@ func (s *Server) routeSystem(w http.ResponseWriter, q *request) (int, any) {
 		}
 		return http.StatusOK, s.health()
 	case (segs[0] == "_refresh" || segs[0] == "_flush") && len(segs) == 1:
-		return http.StatusOK, map[string]any{"_shards": shardsInfo{Total: 1, Successful: 1}}
+		s.mu.RLock()
+		ixs := slices.Collect(maps.Values(s.indexes))
+		s.mu.RUnlock()
+		for _, ix := range ixs {
+			if e := ix.acquire(); e != nil {
+				continue // dropped meanwhile
+			}
+			err := ix.refresh()
+			ix.life.RUnlock()
+			if err != nil {
+				return 0, err
+			}
+		}
+		return http.StatusOK, map[string]any{"_shards": shardsInfo{Total: len(ixs), Successful: len(ixs)}}
 	case segs[0] == "_search" || segs[0] == "_count" || segs[0] == "_msearch":
 		return 0, unsupported("searching without naming exactly one index")
 	}

@@ -515,7 +515,7 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	if sp.version || sp.seqNo {
 		req.Fields = append(req.Fields, fieldMeta)
 	}
-	res, err := ix.bleve.SearchInContext(q.r.Context(), req)
+	res, err := ix.view.SearchInContext(q.r.Context(), req) // as of the last refresh
 	if err != nil {
 		return 0, fmt.Errorf("index %s: search: %w", ix.name, err)
 	}

@@ -136,6 +136,7 @@ type writer struct {
 	batch   *bleve.Batch
 	pending map[string]*pending
 	order   []string
+	views   []viewOp // the batch's writes, for the search view's next refresh
 	seqNo   int64
 	now     time.Time
 	gc      time.Duration
@@ -301,6 +302,7 @@ func (w *writer) do(op *writeOp) (writeResult, error) {
 		} else {
 			res.result, res.status = "deleted", http.StatusOK
 			w.batch.Delete(op.id)
+			w.views = append(w.views, viewOp{id: op.id})
 		}
 		w.set(op.id, &pending{tomb: tombstone{Version: res.version, SeqNo: res.seqNo, DeletedMS: w.now.UnixMilli()}})
 		return res, nil
@@ -325,6 +327,7 @@ func (w *writer) put(res writeResult, b *docBuilder, cur current, version int64,
 	st := docState{version: version, seqNo: w.seqNo}
 	b.doc.AddField(document.NewTextFieldWithIndexingOptions(fieldMeta, nil, encodeDocMeta(st), bleveindex.StoreField))
 	_ = w.batch.IndexAdvanced(b.doc) // fails only for an empty id, excluded by validate
+	w.views = append(w.views, viewOp{id: res.id, doc: b.doc})
 	if len(b.added) > 0 {
 		if !w.mapped {
 			w.m, w.mapped = w.m.clone(), true
@@ -409,6 +412,7 @@ func (w *writer) commit() error {
 	}
 	ix.tombstones = tombs
 	ix.seqNo = w.seqNo
+	ix.queueView(w.views)
 	if w.mapped {
 		ix.mapping.Store(w.m)
 	}

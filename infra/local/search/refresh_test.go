@@ -1,0 +1,153 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+)
+
+// count is the index's _count, as searches see it.
+func (h *harness) count(t testing.TB, index string) int {
+	t.Helper()
+	code, body := h.raw(t, "GET", "/"+index+"/_count", "")
+	if code != 200 {
+		t.Fatalf("count %s: %d %v", index, code, body)
+	}
+	n, _ := body["count"].(float64)
+	return int(n)
+}
+
+// TestRefreshMakesWritesSearchable: a write is searchable at the index's
+// next refresh (every second by default), at once with ?refresh=true, and
+// by the answer with ?refresh=wait_for; a GET by id sees it at once. An
+// index with refresh_interval -1 shows a write only after POST _refresh.
+func TestRefreshMakesWritesSearchable(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "items", `{"mappings":{"properties":{"name":{"type":"text"}}}}`)
+	h.createIndex(t, "manual", `{"settings":{"index":{"refresh_interval":"-1"}},"mappings":{"properties":{"name":{"type":"text"}}}}`)
+	ctx := context.Background()
+	put := func(index, id, refresh string) *opensearchapi.IndexResp {
+		t.Helper()
+		resp, err := h.client.Index(ctx, opensearchapi.IndexReq{Index: index, DocumentID: id, Body: strings.NewReader(`{"name":"lamp ` + id + `"}`),
+			Params: opensearchapi.IndexParams{Refresh: refresh}})
+		if err != nil {
+			t.Fatalf("index %s/%s: %v", index, id, err)
+		}
+		return resp
+	}
+	get := func(index, id string) int {
+		t.Helper()
+		code, _ := h.raw(t, "GET", "/"+index+"/_doc/"+id, "")
+		return code
+	}
+	hits := func(index string) int {
+		t.Helper()
+		return h.search(t, index, `{"query":{"match":{"name":"lamp"}}}`).Hits.Total.Value
+	}
+	// eventually waits for a count, up to 5 s: the next scheduled refresh
+	// comes within a second.
+	eventually := func(index string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for h.count(t, index) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: count %d after 5 s, want %d", index, h.count(t, index), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	put("items", "a", "")
+	if got := get("items", "a"); got != 200 {
+		t.Errorf("GET right after the write: %d, want 200 (real-time)", got)
+	}
+	if n, m := h.count(t, "items"), hits("items"); n != 0 || m != 0 {
+		t.Errorf("count %d and search hits %d right after a write without refresh, want 0 and 0", n, m)
+	}
+	eventually("items", 1)
+	if got := hits("items"); got != 1 {
+		t.Errorf("search after the refresh: %d hits, want 1", got)
+	}
+
+	if r := put("items", "b", "true"); !r.ForcedRefresh {
+		t.Errorf("refresh=true: forced_refresh false in %+v", r)
+	}
+	if n := h.count(t, "items"); n != 2 {
+		t.Errorf("count right after a write with refresh=true: %d, want 2", n)
+	}
+	put("items", "c", "wait_for")
+	if n := h.count(t, "items"); n != 3 {
+		t.Errorf("count right after a write with refresh=wait_for: %d, want 3", n)
+	}
+
+	code, _ := h.raw(t, "DELETE", "/items/_doc/a", "")
+	if code != 200 || get("items", "a") != 404 {
+		t.Fatalf("delete: %d, then GET %d; want 200 then 404", code, get("items", "a"))
+	}
+	if n := h.count(t, "items"); n != 3 {
+		t.Errorf("count right after a delete without refresh: %d, want 3 (still searchable)", n)
+	}
+	eventually("items", 2)
+
+	code, body := h.raw(t, "POST", "/items/_bulk?refresh=true", `{"index":{"_id":"d"}}
+{"name":"lamp d"}
+`)
+	if items, _ := body["items"].([]any); code != 200 || len(items) != 1 || !strings.Contains(fmt.Sprint(items[0]), "forced_refresh:true") {
+		t.Errorf("bulk with refresh=true: %d %v, want forced_refresh on its item", code, body)
+	}
+	if n := h.count(t, "items"); n != 3 {
+		t.Errorf("count right after a bulk with refresh=true: %d, want 3", n)
+	}
+	if code, _ := h.raw(t, "POST", "/items/_bulk?refresh=soon", `{"index":{"_id":"e"}}
+{"name":"lamp e"}
+`); code != 400 || get("items", "e") != 404 {
+		t.Errorf("bulk with refresh=soon: %d, then GET %d; want 400 and nothing written", code, get("items", "e"))
+	}
+
+	put("manual", "x", "")
+	time.Sleep(defaultRefreshInterval + 200*time.Millisecond)
+	if n := h.count(t, "manual"); n != 0 {
+		t.Errorf("refresh_interval -1: count %d after a second, want 0", n)
+	}
+	if code, _ := h.raw(t, "POST", "/manual/_refresh", ""); code != 200 {
+		t.Fatalf("_refresh: %d", code)
+	}
+	if n := h.count(t, "manual"); n != 1 {
+		t.Errorf("refresh_interval -1: count %d after _refresh, want 1", n)
+	}
+	if code, body := h.raw(t, "PUT", "/bad", `{"settings":{"index":{"refresh_interval":"soon"}}}`); code != 400 {
+		t.Errorf("refresh_interval soon: %d %v, want 400", code, body)
+	}
+}
+
+// TestRestartRefreshes: a write acknowledged but not yet refreshed is
+// searchable after a restart, as OpenSearch's recovery ends with a refresh.
+func TestRestartRefreshes(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serve(t, srv)
+	h.createIndex(t, "kept", `{"settings":{"index":{"refresh_interval":"-1"}},"mappings":{"properties":{"name":{"type":"text"}}}}`)
+	if code, _ := h.raw(t, "PUT", "/kept/_doc/a", `{"name":"lamp"}`); code != 201 {
+		t.Fatalf("put: %d", code)
+	}
+	if n := h.count(t, "kept"); n != 0 {
+		t.Fatalf("count before the restart: %d, want 0", n)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := start(t, dir, nil)
+	if n := h2.count(t, "kept"); n != 1 {
+		t.Errorf("count after the restart: %d, want 1", n)
+	}
+	if got := h2.search(t, "kept", `{"query":{"match":{"name":"lamp"}}}`).Hits.Total.Value; got != 1 {
+		t.Errorf("search after the restart: %d hits, want 1", got)
+	}
+}
