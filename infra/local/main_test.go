@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -171,7 +171,14 @@ func startBinary(t testing.TB, bin string, env []string) *proc {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sent := false
+		var last []string // the stack's last lines, for a stack that exits
 		for sc.Scan() {
+			if !sent {
+				last = append(last, sc.Text())
+				if len(last) > 12 {
+					last = last[1:]
+				}
+			}
 			var line struct {
 				Msg              string  `json:"msg"`
 				Service          string  `json:"service"`
@@ -199,7 +206,7 @@ func startBinary(t testing.TB, bin string, env []string) *proc {
 			}
 		}
 		if !sent {
-			ready <- errors.New("stack exited before it was ready")
+			ready <- fmt.Errorf("stack exited before it was ready; its last lines:\n%s", strings.Join(last, "\n"))
 		}
 		io.Copy(io.Discard, stderr)
 	}()
@@ -261,7 +268,8 @@ func TestKillNineKeepsAcknowledgedWritesAndLeavesNoOrphan(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(orders), Key: map[string]types.AttributeValue{
-			"userId": &types.AttributeValueMemberS{Value: "u2"}, "orderId": &types.AttributeValueMemberS{Value: "old"}}})
+			"userId": &types.AttributeValueMemberS{Value: "u2"}, "orderId": &types.AttributeValueMemberS{Value: "old"}},
+			ConsistentRead: aws.Bool(true)}) // an eventually consistent read may not see the item yet
 		if err != nil {
 			t.Fatalf("get: %v", err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/endpoints"
 	"github.com/shopstream/shopstream/infra/local/releases"
 	"github.com/shopstream/shopstream/infra/local/system"
@@ -438,6 +439,7 @@ func TestUpgradeFromEachRelease(t *testing.T) {
 				if status, raw, _ := c.call("POST", "/users/u1/orders", "u1", map[string]any{"items": []map[string]any{{"productId": id, "quantity": 1}}}); status != 409 {
 					t.Errorf("%s: one more than its stock: got %d %s, want 409", name, status, raw)
 				}
+				time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond) // the page reads the stock eventually consistent
 				if p := c.must(200, "GET", "/products/"+id, "", nil); p["stock"].(float64) != 0 {
 					t.Errorf("%s: stock %v after selling the rest, want 0", name, p["stock"])
 				}

@@ -303,8 +303,8 @@ func (s *Server) applyTo(ctx context.Context, ix *index, ops []writeOp, refresh 
 	if e := ix.acquire(); e != nil {
 		return nil, e, nil
 	}
-	defer ix.life.RUnlock()
 	res, err := ix.apply(ops, s.GCDeletes)
+	ix.life.RUnlock() // not held while waiting for a refresh: a close must not wait for it
 	if err != nil {
 		return nil, nil, err
 	}

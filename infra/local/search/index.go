@@ -332,6 +332,7 @@ func (ix *index) close() error {
 		return nil
 	}
 	ix.closed = true
+	ix.releaseWaiters()
 	var viewErr error
 	if ix.view != nil {
 		viewErr = ix.view.Close()

@@ -135,11 +135,27 @@ func (ix *index) queueView(ops []viewOp) {
 	}
 }
 
-// refresh makes every write so far searchable.
+// refresh makes every write so far searchable; an index closed meanwhile
+// is left alone.
 func (ix *index) refresh() error {
+	if e := ix.acquire(); e != nil {
+		return nil
+	}
+	defer ix.life.RUnlock()
 	ix.viewMu.Lock()
 	defer ix.viewMu.Unlock()
 	return ix.refreshLocked(time.Now())
+}
+
+// releaseWaiters answers every write waiting for a refresh of an index
+// being closed.
+func (ix *index) releaseWaiters() {
+	ix.viewMu.Lock()
+	defer ix.viewMu.Unlock()
+	if ix.refreshed != nil {
+		close(ix.refreshed)
+		ix.refreshed = nil
+	}
 }
 
 func (ix *index) refreshLocked(now time.Time) error {
@@ -169,14 +185,15 @@ func (ix *index) refreshIfDue(now time.Time) error {
 // without scheduled refreshes is refreshed at once: OpenSearch would wait
 // for an explicit one (or force it when too many requests wait).
 func (ix *index) waitRefresh(ctx context.Context) error {
-	ix.viewMu.Lock()
 	if ix.refreshEvery <= 0 {
-		err := ix.refreshLocked(time.Now())
-		ix.viewMu.Unlock()
-		return err
+		return ix.refresh()
 	}
+	ix.viewMu.Lock()
 	ch := ix.refreshed
 	ix.viewMu.Unlock()
+	if ch == nil {
+		return nil // closed
+	}
 	select {
 	case <-ch:
 		return nil

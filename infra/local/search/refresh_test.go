@@ -151,3 +151,43 @@ func TestRestartRefreshes(t *testing.T) {
 		t.Errorf("search after the restart: %d hits, want 1", got)
 	}
 }
+
+// TestDeleteReleasesWaitingWrites: a write waiting for its index's refresh
+// (?refresh=wait_for) is answered when the index is deleted meanwhile; the
+// delete does not wait for the refresh.
+func TestDeleteReleasesWaitingWrites(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "slow", `{"settings":{"index":{"refresh_interval":"1h"}}}`)
+	done := make(chan int, 1)
+	go func() {
+		code, _ := h.raw(t, "PUT", "/slow/_doc/a?refresh=wait_for", `{"name":"lamp"}`)
+		done <- code
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := h.raw(t, "GET", "/slow/_doc/a", "")
+		if code == 200 {
+			break // written, now waiting for the refresh
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never landed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("wait_for answered %d before any refresh", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if code, body := h.raw(t, "DELETE", "/slow", ""); code != 200 {
+		t.Fatalf("delete the index: %d %v", code, body)
+	}
+	select {
+	case code := <-done:
+		if code != 201 {
+			t.Errorf("the waiting write: %d, want 201", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting write was not answered after its index was deleted")
+	}
+}

@@ -440,10 +440,6 @@ func (s *Server) route(w http.ResponseWriter, q *request) (int, any) {
 		if e != nil {
 			return 0, e
 		}
-		if e := ix.acquire(); e != nil {
-			return 0, e
-		}
-		defer ix.life.RUnlock()
 		if err := ix.refresh(); err != nil {
 			return 0, err
 		}
@@ -492,12 +488,7 @@ func (s *Server) routeSystem(w http.ResponseWriter, q *request) (int, any) {
 		ixs := slices.Collect(maps.Values(s.indexes))
 		s.mu.RUnlock()
 		for _, ix := range ixs {
-			if e := ix.acquire(); e != nil {
-				continue // dropped meanwhile
-			}
-			err := ix.refresh()
-			ix.life.RUnlock()
-			if err != nil {
+			if err := ix.refresh(); err != nil { // an index dropped meanwhile is left alone
 				return 0, err
 			}
 		}

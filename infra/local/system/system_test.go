@@ -143,6 +143,14 @@ func setup(t *testing.T, c client, name string, stock int) (productID string) {
 	t.Helper()
 	var p product
 	c.must(201, "POST", "/products", "admin", map[string]any{"name": name, "description": "A " + name + " for the kitchen", "category": "kitchen", "priceCents": 500, "stock": stock}, &p)
+	// The page is read eventually consistent: a client sees a new product
+	// shortly after its creation.
+	eventually(t, "the new product's page", func() string {
+		if code := c.call("GET", "/products/"+p.ProductID, "", nil, nil); code != 200 {
+			return fmt.Sprintf("GET /products/%s: %d", p.ProductID, code)
+		}
+		return ""
+	})
 	return p.ProductID
 }
 
@@ -517,10 +525,14 @@ func TestEveryProcessorExactUnderDuplicateDelivery(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"items"`
 	}
-	c.must(200, "GET", "/search?q=teapot", "", nil, &res)
-	if len(res.Items) != 1 || res.Items[0].Name != "Twice Teapot" {
-		t.Errorf("search teapot: got %+v, want [Twice Teapot]", res.Items)
-	}
+	// Search shows the rename once the index has refreshed, within a second.
+	eventually(t, "search teapot", func() string {
+		c.must(200, "GET", "/search?q=teapot", "", nil, &res)
+		if len(res.Items) != 1 || res.Items[0].Name != "Twice Teapot" {
+			return fmt.Sprintf("got %+v, want [Twice Teapot]", res.Items)
+		}
+		return ""
+	})
 	// Every batch twice: at least one a write above (6 orders and a cancel,
 	// 4 reviews, a rename; the counters' own product updates add more).
 	for m, least := range map[string]int64{"orders-counters": 7, "reviews-counters": 4, "products-indexer": 2} {

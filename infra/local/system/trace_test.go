@@ -197,7 +197,8 @@ func TestTraceOfMalformedTraceparent(t *testing.T) {
 	db := sys.DynamoDB()
 	table := sys.Env[mustTable(t, tables.Orders).EnvVar]
 	got, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{
-		"userId": &types.AttributeValueMemberS{Value: "u3"}, "orderId": &types.AttributeValueMemberS{Value: order.OrderID}}})
+		"userId": &types.AttributeValueMemberS{Value: "u3"}, "orderId": &types.AttributeValueMemberS{Value: order.OrderID}},
+		ConsistentRead: aws.Bool(true)})
 	if err != nil || got.Item == nil {
 		t.Fatalf("get order: %v", err)
 	}

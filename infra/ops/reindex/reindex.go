@@ -92,10 +92,35 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return r.report(), fmt.Errorf("reindex: %w", err)
 	}
+	// The walk for stale documents searches the index, which shows a write
+	// at its next refresh, a second later by default ("Refresh Index API",
+	// https://docs.opensearch.org/latest/api-reference/index-apis/refresh/):
+	// refreshed first, it finds every document written before it, a late
+	// write of a deleted product a moment ago included. Refreshed again
+	// after, searches show the rebuilt index when the command ends.
+	if err := r.refresh(ctx); err != nil {
+		return r.report(), fmt.Errorf("reindex: %w", err)
+	}
 	if err := r.removeStale(ctx); err != nil {
 		return r.report(), fmt.Errorf("reindex: %w", err)
 	}
+	if err := r.refresh(ctx); err != nil {
+		return r.report(), fmt.Errorf("reindex: %w", err)
+	}
 	return r.report(), nil
+}
+
+// refresh makes every write to the index so far searchable.
+func (r *run) refresh(ctx context.Context) error {
+	status, raw, err := r.call(ctx, http.MethodPost, productsearch.Index+"/_refresh", nil, "")
+	if err == nil {
+		var out struct{}
+		err = decode(status, raw, &out)
+	}
+	if err != nil {
+		return fmt.Errorf("refresh index %s: %w", productsearch.Index, err)
+	}
+	return nil
 }
 
 type run struct {

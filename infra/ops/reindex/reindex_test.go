@@ -293,6 +293,11 @@ func TestReindexRemovesDocumentsOfDeletedProducts(t *testing.T) {
 	if rep.Deleted != 1 {
 		t.Errorf("got %+v, want 1 deleted", rep)
 	}
+	// Searches no longer find it when the command ends: the index was
+	// refreshed after the deletion.
+	if status, raw := f.do("POST", "/products/_count", `{"query":{"match":{"name":"ghost"}}}`); status != 200 || !bytes.Contains(raw, []byte(`"count":0`)) {
+		t.Errorf("count of ghost right after the reindex: %d %s, want 0", status, raw)
+	}
 	f.checkIndexMatchesTable([]string{stale})
 	// A late write of the deleted product (its batch replayed, say) finds a
 	// tombstone above any version it had.
