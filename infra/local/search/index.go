@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,6 +99,7 @@ type index struct {
 	viewMu       sync.Mutex
 	viewPending  *bleve.Batch
 	refreshed    chan struct{}
+	waiters      int // writes waiting for the next refresh
 	nextRefresh  time.Time
 
 	// writeMu serialises writes; it guards the fields below.
@@ -218,6 +220,7 @@ func createIndex(name, path string, meta indexMeta, m *mappingDef) (*index, erro
 	metab, _ := json.Marshal(meta)
 	b.SetInternal([]byte(keyMeta), metab)
 	if err := bi.Batch(b); err != nil {
+		_ = ix.view.Close()
 		_ = bi.Close()
 		return nil, fmt.Errorf("create index %s: store metadata: %w", name, err)
 	}
@@ -226,7 +229,7 @@ func createIndex(name, path string, meta indexMeta, m *mappingDef) (*index, erro
 
 // openIndex opens an index persisted at path. It returns nil and no error
 // for a directory whose creation never completed.
-func openIndex(name, path string) (*index, error) {
+func openIndex(name, path string, logger *slog.Logger) (*index, error) {
 	bi, err := bleve.OpenUsing(path, bleveConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", name, err)
@@ -276,7 +279,7 @@ func openIndex(name, path string) (*index, error) {
 	if err := ix.openView(); err != nil {
 		return fail(err)
 	}
-	if err := ix.rebuildView(); err != nil {
+	if err := ix.rebuildView(logger); err != nil {
 		_ = ix.view.Close()
 		return fail(err)
 	}

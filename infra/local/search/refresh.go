@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -27,7 +28,8 @@ import (
 // Not modelled: OpenSearch skips the scheduled refreshes of a shard that
 // has seen no search for index.search.idle.after (30 s) when the interval is
 // not set explicitly, and the next search then waits for a refresh (kinder
-// than this view, which never waits).
+// than this view, which never waits). _flush does not refresh, as
+// OpenSearch's refreshes only its internal searcher.
 
 // defaultRefreshInterval is OpenSearch's index.refresh_interval.
 const defaultRefreshInterval = time.Second
@@ -76,19 +78,28 @@ func (ix *index) openView() error {
 	return nil
 }
 
-// rebuildView fills a new view with every live document.
-func (ix *index) rebuildView() error {
+// rebuildView fills a new view with every live document, a page at a
+// time in id order. A document is rebuilt from its source with the mapping
+// as it is now; one that no longer parses under it (the mapping changed
+// since, which OpenSearch allows for fields it did not index) keeps only its
+// id, version and source in the view: found by ids and match_all, not by its
+// fields.
+func (ix *index) rebuildView(logger *slog.Logger) error {
 	const page = 500
 	m := ix.mapping.Load()
-	b := ix.view.NewBatch()
-	for from := 0; ; from += page {
-		req := bleve.NewSearchRequestOptions(query.NewMatchAllQuery(), page, from, false)
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(query.NewMatchAllQuery(), page, 0, false)
 		req.SortBy([]string{"_id"})
+		if after != nil {
+			req.SearchAfter = after
+		}
 		req.Fields = []string{fieldSource, fieldMeta}
 		res, err := ix.bleve.Search(req)
 		if err != nil {
 			return fmt.Errorf("index %s: rebuild search view: %w", ix.name, err)
 		}
+		b := ix.view.NewBatch()
 		for _, h := range res.Hits {
 			src, _ := h.Fields[fieldSource].(string)
 			meta, _ := h.Fields[fieldMeta].(string)
@@ -96,27 +107,32 @@ func (ix *index) rebuildView() error {
 			if !ok {
 				return fmt.Errorf("index %s: rebuild search view: document %q has no version", ix.name, h.ID)
 			}
-			parsed, err := decodeSource([]byte(src))
-			if err != nil {
-				return fmt.Errorf("index %s: rebuild search view: document %q: %w", ix.name, h.ID, err)
-			}
 			db := newDocBuilder(ix, m, h.ID)
-			if e := db.build(parsed, []byte(src)); e != nil {
-				return fmt.Errorf("index %s: rebuild search view: document %q: %s", ix.name, h.ID, e.reason)
+			parsed, err := decodeSource([]byte(src))
+			if err == nil {
+				if e := db.build(parsed, []byte(src)); e != nil {
+					err = e
+				}
+			}
+			if err != nil {
+				logger.Warn("search: a document no longer parses under its index's mapping; searchable by id only until it is written again",
+					"index", ix.name, "id", h.ID, "err", err.Error())
+				db = newDocBuilder(ix, m, h.ID)
+				db.doc.AddField(document.NewTextFieldWithIndexingOptions(fieldSource, nil, []byte(src), bleveindex.StoreField))
 			}
 			db.doc.AddField(document.NewTextFieldWithIndexingOptions(fieldMeta, nil, encodeDocMeta(st), bleveindex.StoreField))
 			if err := b.IndexAdvanced(db.doc); err != nil {
 				return fmt.Errorf("index %s: rebuild search view: %w", ix.name, err)
 			}
 		}
-		if len(res.Hits) < page {
-			break
+		if err := ix.view.Batch(b); err != nil {
+			return fmt.Errorf("index %s: rebuild search view: %w", ix.name, err)
 		}
+		if len(res.Hits) < page {
+			return nil
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
 	}
-	if err := ix.view.Batch(b); err != nil {
-		return fmt.Errorf("index %s: rebuild search view: %w", ix.name, err)
-	}
-	return nil
 }
 
 // queueView keeps a committed batch's writes for the next refresh.
@@ -135,16 +151,16 @@ func (ix *index) queueView(ops []viewOp) {
 	}
 }
 
-// refresh makes every write so far searchable; an index closed meanwhile
-// is left alone.
-func (ix *index) refresh() error {
+// refresh makes every write so far searchable; ok is false for an index
+// closed meanwhile.
+func (ix *index) refresh() (ok bool, err error) {
 	if e := ix.acquire(); e != nil {
-		return nil
+		return false, nil
 	}
 	defer ix.life.RUnlock()
 	ix.viewMu.Lock()
 	defer ix.viewMu.Unlock()
-	return ix.refreshLocked(time.Now())
+	return true, ix.refreshLocked(time.Now())
 }
 
 // releaseWaiters answers every write waiting for a refresh of an index
@@ -181,18 +197,31 @@ func (ix *index) refreshIfDue(now time.Time) error {
 	return ix.refreshLocked(now)
 }
 
-// waitRefresh returns once a refresh after the call has run. An index
-// without scheduled refreshes is refreshed at once: OpenSearch would wait
-// for an explicit one (or force it when too many requests wait).
+// maxRefreshListeners is OpenSearch's index.max_refresh_listeners: past it
+// a write asking to wait for a refresh forces one.
+const maxRefreshListeners = 1000
+
+// waitRefresh returns once a refresh after the call has run (an index
+// without scheduled refreshes waits for one asked for), or the index is
+// closed.
 func (ix *index) waitRefresh(ctx context.Context) error {
-	if ix.refreshEvery <= 0 {
-		return ix.refresh()
-	}
 	ix.viewMu.Lock()
 	ch := ix.refreshed
-	ix.viewMu.Unlock()
 	if ch == nil {
+		ix.viewMu.Unlock()
 		return nil // closed
+	}
+	ix.waiters++
+	force := ix.waiters > maxRefreshListeners
+	ix.viewMu.Unlock()
+	defer func() {
+		ix.viewMu.Lock()
+		ix.waiters--
+		ix.viewMu.Unlock()
+	}()
+	if force {
+		_, err := ix.refresh()
+		return err
 	}
 	select {
 	case <-ch:
@@ -220,7 +249,8 @@ func refreshParam(q *request) (string, *apiError) {
 func (ix *index) afterWrite(ctx context.Context, refresh string) error {
 	switch refresh {
 	case "true":
-		return ix.refresh()
+		_, err := ix.refresh()
+		return err
 	case "wait_for":
 		return ix.waitRefresh(ctx)
 	}

@@ -191,3 +191,94 @@ func TestDeleteReleasesWaitingWrites(t *testing.T) {
 		t.Fatal("the waiting write was not answered after its index was deleted")
 	}
 }
+
+// TestWaitForOnAnIndexWithoutScheduledRefreshes: with refresh_interval -1,
+// a write sent with ?refresh=wait_for is answered at the next refresh
+// someone asks for; _flush is not one (OpenSearch's flush refreshes only
+// its internal searcher).
+func TestWaitForOnAnIndexWithoutScheduledRefreshes(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "manual", `{"settings":{"index":{"refresh_interval":"-1"}}}`)
+	done := make(chan int, 1)
+	go func() {
+		code, _ := h.raw(t, "PUT", "/manual/_doc/a?refresh=wait_for", `{"name":"lamp"}`)
+		done <- code
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if code, _ := h.raw(t, "GET", "/manual/_doc/a", ""); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never landed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _ := h.raw(t, "POST", "/manual/_flush", ""); code != 200 {
+		t.Fatalf("_flush: %d", code)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("wait_for answered %d with no refresh asked for", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n := h.count(t, "manual"); n != 0 {
+		t.Errorf("count after _flush: %d, want 0", n)
+	}
+	if code, _ := h.raw(t, "POST", "/_refresh", ""); code != 200 {
+		t.Fatalf("_refresh: %d", code)
+	}
+	select {
+	case code := <-done:
+		if code != 201 {
+			t.Errorf("the waiting write: %d, want 201", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting write was not answered after _refresh")
+	}
+	if n := h.count(t, "manual"); n != 1 {
+		t.Errorf("count after _refresh: %d, want 1", n)
+	}
+}
+
+// TestRestartRebuildsEveryDocument: a restart rebuilds the searchable view
+// page by page (more documents than a page), and a document that no longer
+// parses under its index's mapping (a field it did not index, mapped since
+// with another type) does not stop the service from opening: it stays
+// found by id.
+func TestRestartRebuildsEveryDocument(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serve(t, srv)
+	h.createIndex(t, "many", `{"mappings":{"properties":{"name":{"type":"text"}}}}`)
+	var nd strings.Builder
+	const n = 1234
+	for i := range n {
+		fmt.Fprintf(&nd, "{\"index\":{\"_id\":\"d%04d\"}}\n{\"name\":\"lamp %d\"}\n", i, i)
+	}
+	if code, body := h.raw(t, "POST", "/many/_bulk", nd.String()); code != 200 || body["errors"] != false {
+		t.Fatalf("bulk: %d %v", code, body)
+	}
+	h.createIndex(t, "loose", `{"mappings":{"dynamic":false,"properties":{"name":{"type":"text"}}}}`)
+	if code, _ := h.raw(t, "PUT", "/loose/_doc/1", `{"name":"lamp","n":"abc"}`); code != 201 {
+		t.Fatalf("put: %d", code)
+	}
+	if code, body := h.raw(t, "PUT", "/loose/_mapping", `{"properties":{"n":{"type":"long"}}}`); code != 200 {
+		t.Fatalf("put mapping: %d %v", code, body)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := start(t, dir, nil)
+	if got := h2.count(t, "many"); got != n {
+		t.Errorf("count after the restart: %d, want %d", got, n)
+	}
+	if got := h2.search(t, "many", `{"query":{"match":{"name":"1233"}}}`).Hits.Total.Value; got != 1 {
+		t.Errorf("search of the last document after the restart: %d hits, want 1", got)
+	}
+	if got := h2.search(t, "loose", `{"query":{"ids":{"values":["1"]}}}`).Hits.Total.Value; got != 1 {
+		t.Errorf("the document that no longer parses, by id after the restart: %d hits, want 1", got)
+	}
+}

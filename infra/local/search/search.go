@@ -101,7 +101,7 @@ func New(dir string, logger *slog.Logger) (*Server, error) {
 			logger.Warn("search: skipping a directory that is not an index", "path", path)
 			continue
 		}
-		ix, err := openIndex(name, path)
+		ix, err := openIndex(name, path, logger)
 		if err != nil {
 			_ = s.Close()
 			return nil, err
@@ -440,8 +440,14 @@ func (s *Server) route(w http.ResponseWriter, q *request) (int, any) {
 		if e != nil {
 			return 0, e
 		}
-		if err := ix.refresh(); err != nil {
-			return 0, err
+		if op == "_refresh" {
+			ok, err := ix.refresh()
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return 0, indexNotFound(name) // deleted meanwhile
+			}
 		}
 		return http.StatusOK, map[string]any{"_shards": shardsInfo{Total: 1, Successful: 1}}
 	case "_mapping", "_mappings":
@@ -487,9 +493,11 @@ func (s *Server) routeSystem(w http.ResponseWriter, q *request) (int, any) {
 		s.mu.RLock()
 		ixs := slices.Collect(maps.Values(s.indexes))
 		s.mu.RUnlock()
-		for _, ix := range ixs {
-			if err := ix.refresh(); err != nil { // an index dropped meanwhile is left alone
-				return 0, err
+		if segs[0] == "_refresh" {
+			for _, ix := range ixs {
+				if _, err := ix.refresh(); err != nil { // an index dropped meanwhile is left alone
+					return 0, err
+				}
 			}
 		}
 		return http.StatusOK, map[string]any{"_shards": shardsInfo{Total: len(ixs), Successful: len(ixs)}}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -326,8 +327,12 @@ func (w *writer) put(res writeResult, b *docBuilder, cur current, version int64,
 	w.seqNo++
 	st := docState{version: version, seqNo: w.seqNo}
 	b.doc.AddField(document.NewTextFieldWithIndexingOptions(fieldMeta, nil, encodeDocMeta(st), bleveindex.StoreField))
+	// The view gets its own document over the same fields: the live
+	// batch adds an _id field to the one it indexes.
+	view := document.NewDocument(b.doc.ID())
+	view.Fields = slices.Clone(b.doc.Fields)
 	_ = w.batch.IndexAdvanced(b.doc) // fails only for an empty id, excluded by validate
-	w.views = append(w.views, viewOp{id: res.id, doc: b.doc})
+	w.views = append(w.views, viewOp{id: res.id, doc: view})
 	if len(b.added) > 0 {
 		if !w.mapped {
 			w.m, w.mapped = w.m.clone(), true

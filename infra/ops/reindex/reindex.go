@@ -105,7 +105,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return r.report(), fmt.Errorf("reindex: %w", err)
 	}
 	if err := r.refresh(ctx); err != nil {
-		return r.report(), fmt.Errorf("reindex: %w", err)
+		return r.report(), fmt.Errorf("reindex: the index is rebuilt, and searches show it at its next scheduled refresh: %w", err)
 	}
 	return r.report(), nil
 }
