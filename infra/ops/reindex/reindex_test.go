@@ -229,6 +229,11 @@ func (f *fixture) catalog(n int) []string {
 // the reindex must restore is which documents match, with what content.
 func (f *fixture) searches() map[string]productsearch.Result {
 	f.t.Helper()
+	// Searches show the index as of its last refresh: refreshed, every
+	// write so far (a dropped index has nothing to refresh).
+	if status, raw := f.do("POST", "/products/_refresh", ""); status != 200 && status != 404 {
+		f.t.Fatalf("refresh: %d %s", status, raw)
+	}
 	c := &productsearch.Client{URL: f.sys.SearchURL}
 	out := map[string]productsearch.Result{}
 	for _, q := range []productsearch.Query{{Text: "kettle", Size: 50}, {Text: "pan", Category: "garden", Size: 50}, {Text: "board jar", Size: 50}, {Text: "towel", Size: 50}} {
