@@ -52,6 +52,11 @@ func BenchmarkBulkIndex(b *testing.B) {
 					b.Fatalf("bulk: %v (errors=%v)", err, resp != nil && resp.Errors)
 				}
 			}
+			// Until they are searchable: a refresh applies the writes to
+			// what searches read.
+			if code, body := h.raw(b, "POST", "/products/_refresh", ""); code != 200 {
+				b.Fatalf("refresh: %d %v", code, body)
+			}
 			b.ReportMetric(float64(b.N*perRequest)/time.Since(begin).Seconds(), "docs/s")
 		})
 	}
