@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/infra/local/capacity"
 	"github.com/shopstream/shopstream/shared/ddbstream"
 	"github.com/shopstream/shopstream/shared/tables"
 )
@@ -221,7 +222,7 @@ func (l *limiter) staleQuery(ctx context.Context, body, out []byte) ([]byte, boo
 			continue
 		}
 		if indexOnly {
-			before = indexProjection(t, *ix, before)
+			before = capacity.IndexEntry(t, *ix, before) // not nil: sameIndexKey found its keys
 		}
 		proj, ok := project(before, in.readShape)
 		if !ok {
@@ -270,29 +271,6 @@ func sameIndexKey(ix tables.Index, before, answered map[string]types.AttributeVa
 		}
 	}
 	return true, known
-}
-
-// indexProjection keeps the attributes index ix of table t copies.
-func indexProjection(t tables.Table, ix tables.Index, item map[string]types.AttributeValue) map[string]types.AttributeValue {
-	if ix.Projection.Type == tables.ProjectAll || ix.Projection.Type == "" {
-		return item
-	}
-	names := []string{t.PartitionKey.Name, ix.PartitionKey.Name}
-	for _, k := range []*tables.Key{t.SortKey, ix.SortKey} {
-		if k != nil {
-			names = append(names, k.Name)
-		}
-	}
-	if ix.Projection.Type == tables.ProjectInclude {
-		names = append(names, ix.Projection.NonKey...)
-	}
-	out := map[string]types.AttributeValue{}
-	for _, n := range names {
-		if v, ok := item[n]; ok {
-			out[n] = v
-		}
-	}
-	return out
 }
 
 // anyRecent reports whether any write is recent enough for a lagging copy

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/capacity"
+	"github.com/shopstream/shopstream/infra/local/keyhash"
 	"github.com/shopstream/shopstream/shared/ddbstream"
 	"github.com/shopstream/shopstream/shared/tables"
 )
@@ -82,14 +82,7 @@ func (l *limiter) partition(k bucketKey) bucketKey {
 	if k.pk == tableLevelPK || strings.HasPrefix(k.pk, partitionPrefix) {
 		return k
 	}
-	h := fnv.New64a()
-	h.Write([]byte(k.table + "\x00" + k.index + "\x00" + k.pk))
-	x := h.Sum64()
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
+	x := keyhash.Mix64(k.table, []byte(k.index+"\x00"+k.pk))
 	k.pk = partitionPrefix + strconv.FormatUint(x%uint64(l.cfg.Partitions), 10)
 	return k
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/shopstream/shopstream/infra/local/keyhash"
 )
 
 // Tests of the behaviours docs/pipeline.md lists, each against the fake
@@ -487,7 +489,7 @@ func TestStuckPartitionDoesNotStopTheOthers(t *testing.T) {
 	const partitions = 4
 	partitionOf := func(product string) int {
 		raw, _ := json.Marshal(events.NewStringAttribute(product))
-		return int(mix64("partition", raw) % partitions)
+		return int(keyhash.Mix64("partition", raw) % partitions)
 	}
 	fs := newFakeStream()
 	sh := fs.shard("shard-1", "")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/big"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/shopstream/shopstream/infra/local/keyhash"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -495,31 +495,15 @@ func (r *runner) laneOf(s *shard, ev events.DynamoDBEventRecord) int {
 	if p := r.partitions(); p > 1 {
 		if v, ok := ev.Change.Keys[r.partitionKey]; ok {
 			raw, _ := json.Marshal(v)
-			part = int(mix64("partition", raw) % uint64(p))
+			part = int(keyhash.Mix64("partition", raw) % uint64(p))
 		}
 	}
 	lane := 0
 	if f := r.factor(); f > 1 {
 		raw, _ := json.Marshal(ev.Change.Keys) // map keys are sorted: stable
-		lane = int(mix64("lane", raw) % uint64(f))
+		lane = int(keyhash.Mix64("lane", raw) % uint64(f))
 	}
 	return part*r.factor() + lane
-}
-
-// mix64 hashes b under a purpose (FNV-1a, then MurmurHash3's finalizer, so
-// that every output bit depends on every input bit).
-func mix64(purpose string, b []byte) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(purpose))
-	h.Write([]byte{0})
-	h.Write(b)
-	x := h.Sum64()
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
 }
 
 // iterator gets a shard iterator after the last record read (or the
