@@ -96,14 +96,8 @@ func (l *limiter) pruneRecent(now time.Time) {
 // asOf is item id as a copy StaleReads behind sees it at now: stale is false
 // when no write of it is that recent.
 func (l *limiter) asOf(id string, now time.Time) (item map[string]types.AttributeValue, stale bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, w := range l.recent[id] {
-		if now.Sub(w.at) < l.cfg.StaleReads {
-			return w.before, true
-		}
-	}
-	return nil, false
+	item, stale = l.asOfAll([]string{id}, now)[id]
+	return item, stale
 }
 
 // staleAnswer rewrites DynamoDB Local's answer to an eventually consistent
