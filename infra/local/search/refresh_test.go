@@ -10,6 +10,32 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 )
 
+// startClosable opens a search service on dir for a test that closes it
+// itself (to open dir again).
+func startClosable(t *testing.T, dir string) (*Server, *harness) {
+	t.Helper()
+	srv, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, serve(t, srv)
+}
+
+// landed waits until a document is written (GET by id is real-time), up
+// to 10 s.
+func (h *harness) landed(t *testing.T, index, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if code, _ := h.raw(t, "GET", "/"+index+"/_doc/"+id, ""); code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s never landed", index, id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // count is the index's _count, as searches see it.
 func (h *harness) count(t testing.TB, index string) int {
 	t.Helper()
@@ -128,11 +154,7 @@ func TestRefreshMakesWritesSearchable(t *testing.T) {
 // searchable after a restart, as OpenSearch's recovery ends with a refresh.
 func TestRestartRefreshes(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serve(t, srv)
+	srv, h := startClosable(t, dir)
 	h.createIndex(t, "kept", `{"settings":{"index":{"refresh_interval":"-1"}},"mappings":{"properties":{"name":{"type":"text"}}}}`)
 	if code, _ := h.raw(t, "PUT", "/kept/_doc/a", `{"name":"lamp"}`); code != 201 {
 		t.Fatalf("put: %d", code)
@@ -163,17 +185,7 @@ func TestDeleteReleasesWaitingWrites(t *testing.T) {
 		code, _ := h.raw(t, "PUT", "/slow/_doc/a?refresh=wait_for", `{"name":"lamp"}`)
 		done <- code
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, _ := h.raw(t, "GET", "/slow/_doc/a", "")
-		if code == 200 {
-			break // written, now waiting for the refresh
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the write never landed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.landed(t, "slow", "a") // written, now waiting for the refresh
 	select {
 	case code := <-done:
 		t.Fatalf("wait_for answered %d before any refresh", code)
@@ -204,15 +216,7 @@ func TestWaitForOnAnIndexWithoutScheduledRefreshes(t *testing.T) {
 		code, _ := h.raw(t, "PUT", "/manual/_doc/a?refresh=wait_for", `{"name":"lamp"}`)
 		done <- code
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if code, _ := h.raw(t, "GET", "/manual/_doc/a", ""); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the write never landed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.landed(t, "manual", "a")
 	if code, _ := h.raw(t, "POST", "/manual/_flush", ""); code != 200 {
 		t.Fatalf("_flush: %d", code)
 	}
@@ -247,11 +251,7 @@ func TestWaitForOnAnIndexWithoutScheduledRefreshes(t *testing.T) {
 // found by id.
 func TestRestartRebuildsEveryDocument(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serve(t, srv)
+	srv, h := startClosable(t, dir)
 	h.createIndex(t, "many", `{"mappings":{"properties":{"name":{"type":"text"}}}}`)
 	var nd strings.Builder
 	const n = 1234
