@@ -43,6 +43,7 @@ func Supported() []Release {
 		{Version: "0.8.0", Commit: "98d91634103cce186735abb36a9b4e9f0834349f", Date: "2026-11-26"},
 		{Version: "0.9.0", Commit: "3552ec01b0c8e4c3a7d1930f3e357397c61e9f84", Date: "2026-11-26"},
 		{Version: "0.10.0", Commit: "1bfb9e29fd09c423fbf9e15702620d3ff44a6aff", Date: "2026-11-26"},
+		{Version: "0.11.0", Commit: "f00ec60ac96a41340d8a5c3ab3c3166717b52ccd", Date: "2026-11-26"},
 	}
 }
 
