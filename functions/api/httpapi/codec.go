@@ -258,10 +258,16 @@ func ifMatch(r *http.Request) (*int64, error) {
 	if v == "" || v == "*" {
 		return nil, nil
 	}
+	weak := strings.HasPrefix(v, "W/")
 	v = strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
 		return nil, invalid("If-Match", "must be a version number")
+	}
+	if weak {
+		// If-Match compares strongly (RFC 9110 13.1.1): a weak tag
+		// matches no version, so the write answers 412.
+		n = -1
 	}
 	return &n, nil
 }

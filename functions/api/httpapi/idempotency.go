@@ -122,7 +122,7 @@ func validIdempotencyKey(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
+		if k[i] <= ' ' || k[i] > '~' { // visible ASCII: no space, no control
 			return false
 		}
 	}

@@ -91,6 +91,7 @@ func TestIdempotencyKeys(t *testing.T) {
 		}
 		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", string(long)), 400, "validation")
 		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "bad\x01key"), 400, "validation")
+		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "bad key"), 400, "validation")
 	})
 }
 
@@ -109,6 +110,10 @@ func TestIdempotencyKeysDoNotAlias(t *testing.T) {
 	want(t, second, 201)
 	if second.str("userId") != "a#b" || second.str("orderId") == first.str("orderId") || second.Headers["idempotent-replayed"] != "" {
 		t.Errorf("got %s (replayed %q), want a new order of a#b", second.Body, second.Headers["idempotent-replayed"])
+	}
+	// The Location is a path: the user id escaped, so "#" is not a fragment.
+	if loc, want := second.Headers["location"], "/users/a%23b/orders/"+second.str("orderId"); loc != want {
+		t.Errorf("got Location %q, want %q", loc, want)
 	}
 	if s := e.stock(p); s != 8 {
 		t.Errorf("got stock %d, want 8 (two orders)", s)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/shared/orders"
@@ -47,7 +48,7 @@ func orderResponse(o orders.Order) (storedResponse, error) {
 	}
 	return storedResponse{
 		Status: http.StatusCreated, ContentType: "application/json",
-		Location: "/users/" + o.UserID + "/orders/" + o.OrderID, Body: string(b),
+		Location: "/users/" + url.PathEscape(o.UserID) + "/orders/" + o.OrderID, Body: string(b),
 	}, nil
 }
 

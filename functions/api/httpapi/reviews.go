@@ -21,7 +21,7 @@ func (h *Handler) putReview(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		w.Header().Set("Location", r.URL.Path)
+		w.Header().Set("Location", r.URL.EscapedPath())
 	}
 	etag(w, rv.Version)
 	write(w, status, rv)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/users"
@@ -28,7 +29,7 @@ func (h *Handler) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/users/"+u.UserID)
+	w.Header().Set("Location", "/users/"+url.PathEscape(u.UserID))
 	etag(w, u.Version)
 	write(w, http.StatusCreated, u)
 	return nil

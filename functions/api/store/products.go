@@ -65,6 +65,9 @@ func (s *Store) CreateProduct(ctx context.Context, n products.New) (products.Pro
 	if err := s.transact(ctx, "create product "+p.ProductID, actions); err != nil {
 		return products.Product{}, err
 	}
+	// This instance's next pages of it read strongly consistent for a
+	// while: an eventually consistent read may not find it yet.
+	s.catalogs.forget(p.ProductID)
 	return p, nil
 }
 
@@ -121,19 +124,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// After this instance's own write of the product, strongly consistent,
 	// so that the write shows here at once.
 	readAt, gen, own := time.Now(), s.catalogs.generation(), s.catalogs.ownRecent(id)
-	var catalog, first map[string]types.AttributeValue
-	req := map[string]types.KeysAndAttributes{
-		s.t.Products:     {Keys: []map[string]types.AttributeValue{productKey(id)}, ConsistentRead: aws.Bool(own)},
-		s.t.ProductStock: {Keys: []map[string]types.AttributeValue{bucketKey(id, 0)}, ConsistentRead: aws.Bool(own)},
-	}
-	err := s.batchGet(ctx, "get product "+id, req, func(table string, it map[string]types.AttributeValue) error {
-		if table == s.t.Products {
-			catalog = it
-		} else {
-			first = it
-		}
-		return nil
-	})
+	catalog, first, err := s.readPair(ctx, id, own)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 	}
@@ -143,6 +134,23 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	p, err := decodeProduct(catalog)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+	}
+	// A product whose stock is in buckets has its bucket 0 from its
+	// creation on, written in the same transaction: a catalog item read
+	// without it is a replica behind (a product just created) or ahead (one
+	// being deleted). Shown as it is, the page would say stock 0 under the
+	// version of the real page, and its ETag would keep caches on "out of
+	// stock" with 304s. Read both again, strongly consistent.
+	if !own && first == nil && p.CatalogStock == nil {
+		if catalog, first, err = s.readPair(ctx, id, true); err != nil {
+			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+		}
+		if catalog == nil {
+			return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
+		}
+		if p, err = decodeProduct(catalog); err != nil {
+			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+		}
 	}
 	n := bucketsOf(p)
 	moving := p.CatalogStock != nil && first != nil
@@ -196,6 +204,24 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	return p, nil
 }
 
+// readPair reads product id's catalog item and its bucket 0 in one
+// BatchGetItem; either is nil when the read did not find it.
+func (s *Store) readPair(ctx context.Context, id string, consistent bool) (catalog, first map[string]types.AttributeValue, err error) {
+	req := map[string]types.KeysAndAttributes{
+		s.t.Products:     {Keys: []map[string]types.AttributeValue{productKey(id)}, ConsistentRead: aws.Bool(consistent)},
+		s.t.ProductStock: {Keys: []map[string]types.AttributeValue{bucketKey(id, 0)}, ConsistentRead: aws.Bool(consistent)},
+	}
+	err = s.batchGet(ctx, "get product "+id, req, func(table string, it map[string]types.AttributeValue) error {
+		if table == s.t.Products {
+			catalog = it
+		} else {
+			first = it
+		}
+		return nil
+	})
+	return catalog, first, err
+}
+
 // getProduct reads the catalog item of product id (its Stock left 0).
 func (s *Store) getProduct(ctx context.Context, id string, consistent bool) (products.Product, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.Products), Key: productKey(id), ConsistentRead: aws.Bool(consistent)})
@@ -244,8 +270,10 @@ func (s *Store) PatchProduct(ctx context.Context, id string, p products.Patch, i
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if err == nil {
-			// A replica behind this write must not refill the cache.
-			s.catalogs.wrote(id, next.Version)
+			// A replica behind this write must not refill the cache: the
+			// catalog item's own version, which the cache compares (next's
+			// adds its buckets').
+			s.catalogs.wrote(id, cur.Version+1)
 			next.Derive()
 			return next, nil
 		}
