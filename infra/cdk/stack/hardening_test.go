@@ -46,9 +46,39 @@ func TestAlarmTopicEncrypted(t *testing.T) {
 			if !cloudwatch {
 				t.Error("CloudWatch may not use the topic's key: alarms could not publish")
 			}
+			// The topic's own policy (EnforceSSL gives it one, replacing
+			// SNS's default) must let CloudWatch publish, for this stage's
+			// alarms only; each alarm's name falls under that pattern.
+			var publish map[string]any
+			for _, pol := range s.resources("AWS::SNS::TopicPolicy") {
+				pp := props(pol)
+				if !slices.Contains(refs(pp["Topics"]), topicID) {
+					continue
+				}
+				for _, st := range pp["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					st := st.(map[string]any)
+					if st["Effect"] == "Allow" && fmt.Sprint(st["Principal"]) == fmt.Sprint(map[string]any{"Service": "cloudwatch.amazonaws.com"}) {
+						publish = st
+					}
+				}
+			}
+			if publish == nil {
+				t.Fatal("the topic's policy lets no CloudWatch alarm publish: every alarm action would be refused")
+			}
+			if d := cmp.Diff([]string{"sns:Publish"}, strs(publish["Action"])); d != "" {
+				t.Errorf("cloudwatch's topic actions (-want +got):\n%s", d)
+			}
+			cond := fmt.Sprint(publish["Condition"])
+			prefix := "alarm:" + mustConfig(t, name).Name + "-*"
+			if !strings.Contains(cond, "aws:SourceAccount") || !strings.Contains(cond, prefix) {
+				t.Errorf("cloudwatch's publishing not bound to the account and to %s: %v", prefix, cond)
+			}
 			for id, a := range s.resources("AWS::CloudWatch::Alarm") {
 				if got := refs(props(a)["AlarmActions"]); !slices.Equal(got, []string{topicID}) {
 					t.Errorf("alarm %s acts on %v, want the topic", id, got)
+				}
+				if an, _ := props(a)["AlarmName"].(string); !strings.HasPrefix(an, mustConfig(t, name).Name+"-") {
+					t.Errorf("alarm %s named %q: outside the topic policy's %s", id, an, prefix)
 				}
 			}
 		})
@@ -226,4 +256,14 @@ func TestSearchLogsPolicyBoundToOurDomain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustConfig is the configuration of stage name.
+func mustConfig(t *testing.T, name string) stack.Config {
+	t.Helper()
+	cfg, err := stack.StageConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -59,6 +59,25 @@ func (b *builder) monitoring(email string) {
 		EnforceSSL: jsii.Bool(true),
 		MasterKey:  key,
 	})
+	// EnforceSSL gives the topic a policy of its own, which replaces SNS's
+	// default one, the one that let this account's services publish:
+	// without this statement no alarm of the stack would reach the topic
+	// ("not authorized to perform: SNS:Publish ... because no resource-based
+	// policy allows the SNS:Publish action", in the alarm's history). Only
+	// this stack's alarms, by name, of this account and region.
+	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudWatchAlarmsOfThisStage"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  &[]*string{topic.TopicArn()},
+		Conditions: &map[string]any{
+			"StringEquals": map[string]any{"aws:SourceAccount": b.s.Stack.Account()},
+			"ArnLike": map[string]any{"aws:SourceArn": awscdk.Fn_Join(jsii.String(""), &[]*string{
+				jsii.String("arn:"), b.s.Stack.Partition(), jsii.String(":cloudwatch:"), b.s.Stack.Region(),
+				jsii.String(":"), b.s.Stack.Account(), jsii.String(":alarm:"), b.name("*"),
+			})},
+		},
+	}))
 	b.s.AlarmTopic = topic
 	if email != "" {
 		awssns.NewSubscription(b.s.Stack, jsii.String("AlarmEmail"), &awssns.SubscriptionProps{
