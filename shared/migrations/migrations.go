@@ -160,7 +160,8 @@ type Config struct {
 type Progress struct {
 	Migration string
 	// Scanned and Changed count items over every run of the migration;
-	// Left counts the items of this run whose change kept failing.
+	// Left counts the items of this pass over the table whose change kept
+	// failing, in this run or in an earlier one that this run resumed.
 	Scanned, Changed, Left int64
 	// Estimate is the table's approximate item count (DescribeTable).
 	Estimate int64
@@ -205,9 +206,15 @@ var ErrConcurrentRun = errors.New("another migrate run is recording progress of 
 
 // state is a migration's progress item.
 type state struct {
-	Migration  string                          `dynamodbav:"migration"`
-	Scanned    int64                           `dynamodbav:"scanned"`
-	Changed    int64                           `dynamodbav:"changed"`
+	Migration string `dynamodbav:"migration"`
+	Scanned   int64  `dynamodbav:"scanned"`
+	Changed   int64  `dynamodbav:"changed"`
+	// Left counts the items whose change kept failing in the pass that
+	// LastKey is part of, over every run of that pass: a run resumed after
+	// a kill must not record the migration done while an item an earlier
+	// run gave up on still needs it. A pass that ends with some left
+	// leaves them to the next pass, which starts from the table's start.
+	Left       int64                           `dynamodbav:"left,omitempty"`
 	LastKey    map[string]types.AttributeValue `dynamodbav:"-"`
 	Done       bool                            `dynamodbav:"done"`
 	StartedAt  string                          `dynamodbav:"startedAt,omitempty"`
@@ -365,6 +372,9 @@ func runOne(ctx context.Context, cfg Config, m Migration) (Progress, error) {
 	}
 	st.Release, st.Shape = m.Release, shapes.Migration
 	lastKey := st.LastKey
+	if len(lastKey) == 0 {
+		st.Left = 0 // a new pass from the table's start finds them again
+	}
 	for {
 		out, err := scanPage(ctx, cfg, &dynamodb.ScanInput{
 			TableName: aws.String(tn), ConsistentRead: aws.Bool(true), Limit: aws.Int32(cfg.PageSize),
@@ -380,12 +390,12 @@ func runOne(ctx context.Context, cfg Config, m Migration) (Progress, error) {
 		}
 		p.ThisRun += int64(out.ScannedCount)
 		p.ChangedThisRun += changed
-		p.Left += left
 		prev := st
 		st.Scanned += int64(out.ScannedCount)
 		st.Changed += changed
+		st.Left += left
 		st.LastKey = out.LastEvaluatedKey
-		st.Done = len(out.LastEvaluatedKey) == 0 && p.Left == 0
+		st.Done = len(out.LastEvaluatedKey) == 0 && st.Left == 0
 		now := cfg.Now()
 		st.UpdatedAt = now.UTC().Format(time.RFC3339)
 		if st.Done {
@@ -397,7 +407,7 @@ func runOne(ctx context.Context, cfg Config, m Migration) (Progress, error) {
 			}
 			exists = true
 		}
-		p.Scanned, p.Changed, p.Done = st.Scanned, st.Changed, len(out.LastEvaluatedKey) == 0
+		p.Scanned, p.Changed, p.Left, p.Done = st.Scanned, st.Changed, st.Left, len(out.LastEvaluatedKey) == 0
 		p.Elapsed = now.Sub(start)
 		cfg.Progress(p)
 		if len(out.LastEvaluatedKey) == 0 {

@@ -317,4 +317,114 @@ func TestProgressIsRecorded(t *testing.T) {
 	}
 }
 
+// contended cancels every transaction that writes product id, as AWS does
+// one that meets another on its items, however often it is tried.
+type contended struct {
+	migrations.DB
+	id string
+}
+
+func (c contended) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	for _, a := range in.TransactItems {
+		var key map[string]types.AttributeValue
+		switch {
+		case a.Update != nil:
+			key = a.Update.Key
+		case a.Put != nil:
+			key = a.Put.Item
+		case a.ConditionCheck != nil:
+			key = a.ConditionCheck.Key
+		}
+		if v, ok := key["productId"].(*types.AttributeValueMemberS); ok && v.Value == c.id {
+			reasons := make([]types.CancellationReason, len(in.TransactItems))
+			for i := range reasons {
+				reasons[i].Code = aws.String("TransactionConflict")
+			}
+			return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+		}
+	}
+	return c.DB.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestItemGivenUpIsNotForgottenByAResumedRun: a run gives up on an item that
+// keeps meeting contention on its second page and is killed on its fourth;
+// the run that resumes after it reaches the table's end with nothing left of
+// its own, but must not record the migration done: the item still holds its
+// stock on the catalog item. The next run takes it and records it done.
+func TestItemGivenUpIsNotForgottenByAResumedRun(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.legacy(10)
+	killed, kill := context.WithCancel(ctx)
+	defer kill()
+	cfg := f.config()
+	cfg.PageSize, cfg.MaxAttempts = 2, 2
+	cfg.Sleep = func(context.Context, time.Duration) error { return nil }
+	// The scan's order is the table's hash order: contend the item on the
+	// second page, whichever it is.
+	var second []string
+	pages := 0
+	cfg.DB = &pageWatch{DB: f.db, page: func(items []map[string]types.AttributeValue) {
+		if pages++; pages == 2 {
+			for _, it := range items {
+				second = append(second, it["productId"].(*types.AttributeValueMemberS).Value)
+			}
+		}
+	}}
+	// A dry run finds the pages' order.
+	dry := cfg
+	dry.DryRun = true
+	if _, err := migrations.Run(ctx, dry); err != nil {
+		t.Fatal(err)
+	}
+	if len(second) == 0 {
+		t.Fatal("no second page")
+	}
+	cfg.DB = contended{DB: f.db, id: second[0]}
+	pages = 0
+	cfg.Progress = func(migrations.Progress) {
+		if pages++; pages == 4 {
+			kill()
+		}
+	}
+	if _, err := migrations.Run(killed, cfg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("killed run: got %v, want context.Canceled", err)
+	}
+	cfg.DB, cfg.Progress = f.db, nil
+	rep, err := migrations.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rep.Migrations[0]; m.Left != 1 || f.withStock() != 1 {
+		t.Fatalf("resumed run: %+v with %d catalog items holding stock; want the earlier run's item left", m, f.withStock())
+	}
+	if pending, err := migrations.Pending(ctx, f.db, f.names); err != nil || len(pending) != 1 {
+		t.Fatalf("pending after the resumed run: %v, %v; want the migration, not recorded done", pending, err)
+	}
+	rep, err = migrations.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rep.Migrations[0]; !m.Done || m.AlreadyDone || f.withStock() != 0 {
+		t.Fatalf("next run: %+v with %d catalog items holding stock; want it done now, by this run, none left", m, f.withStock())
+	}
+	if pending, err := migrations.Pending(ctx, f.db, f.names); err != nil || len(pending) != 0 {
+		t.Fatalf("pending after all: %v, %v", pending, err)
+	}
+}
+
+// pageWatch shows each scanned page to page.
+type pageWatch struct {
+	migrations.DB
+	page func([]map[string]types.AttributeValue)
+}
+
+func (w *pageWatch) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	out, err := w.DB.Scan(ctx, in, opts...)
+	if err == nil {
+		w.page(out.Items)
+	}
+	return out, err
+}
+
 func ptr[T any](v T) *T { return &v }
