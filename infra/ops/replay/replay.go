@@ -334,11 +334,17 @@ func (r *run) load(ctx context.Context, key string) (*loaded, error) {
 		return skip("-", "no mapping of this stage has the UUID "+k.MappingID)
 	}
 	body, err := r.get(ctx, key)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return skip(m.Name, err.Error())
+	var gone *types.NoSuchKey
+	switch {
+	case errors.As(err, &gone):
+		// Retired or replayed by another run since the listing.
+		return skip(m.Name, "gone since the listing")
+	case err != nil:
+		// The bucket could not be read (denied, throttled, unavailable):
+		// nothing is wrong with the object, so the replay stops (exit 2)
+		// rather than report it skipped, which asks for the operator's
+		// judgement on the object itself.
+		return nil, err
 	}
 	o, err := failures.Parse(body)
 	if err != nil {
