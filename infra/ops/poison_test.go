@@ -120,7 +120,11 @@ func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
 	truncated := failures.NewKey(id, "shardId-1", time.Now()).String()
 	d.put(bucket, truncated, []byte(`{"requestContext":{"requestId":"x","functionArn":"arn:aws:lambda:us-east-1:0:function:counters"`))
 	d.put(bucket, failures.Prefix+id+"/README.json", []byte(`{}`))
-	body, err := poison[0].Encode()
+	// A batch of another stage's mapping: its key's UUID and its function
+	// are none of this stage's.
+	other := poison[0]
+	other.RequestContext.FunctionArn = "arn:aws:lambda:us-east-1:000000000000:function:shopstream-other-counters"
+	body, err := other.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +219,13 @@ func TestDrillPoisonStaysReportedWhileTheRestFlows(t *testing.T) {
 	if code, _ := d.replay("-retire", "notes/incident-42.txt", "-reason", "not ours"); code != 2 {
 		t.Errorf("retire of a foreign object: exit %d, want 2", code)
 	}
+	// The stranger's mapping is none of this stage's: it could be an
+	// archiver's batch, so nothing is retired without -force.
 	code, out = d.replay("-retire", strings.Join(left, " "), "-reason", "poison understood; junk")
+	if code != 2 || strings.Contains(out, "\nretired ") {
+		t.Errorf("retire of a batch of an unknown mapping without -force: exit %d, want 2 and nothing retired:\n%s", code, out)
+	}
+	code, out = d.replay("-retire", strings.Join(left, " "), "-reason", "poison understood; junk", "-force")
 	if code != 0 || strings.Count(out, "\nretired ") != 4 {
 		t.Errorf("retire: exit %d, want 0 and 4 objects retired", code)
 	}

@@ -329,16 +329,17 @@ func (r *run) load(ctx context.Context, key string) (*loaded, error) {
 	if err != nil {
 		return skip("-", err.Error())
 	}
-	m, ok := r.cfg.Target.Mapping(k.MappingID)
-	if !ok {
-		return skip("-", "no mapping of this stage has the UUID "+k.MappingID)
+	m, known := r.cfg.Target.Mapping(k.MappingID)
+	name := m.Name
+	if !known {
+		name = "-"
 	}
 	body, err := r.get(ctx, key)
 	var gone *types.NoSuchKey
 	switch {
 	case errors.As(err, &gone):
 		// Retired or replayed by another run since the listing.
-		return skip(m.Name, "gone since the listing")
+		return skip(name, "gone since the listing")
 	case err != nil:
 		// The bucket could not be read (denied, throttled, unavailable):
 		// nothing is wrong with the object, so the replay stops (exit 2)
@@ -348,7 +349,15 @@ func (r *run) load(ctx context.Context, key string) (*loaded, error) {
 	}
 	o, err := failures.Parse(body)
 	if err != nil {
-		return skip(m.Name, err.Error())
+		return skip(name, err.Error())
+	}
+	if !known {
+		// A deploy that replaced the mapping gave it a new UUID: the batch
+		// is the stage's mapping of the same function and table.
+		var ok bool
+		if m, ok = r.cfg.Target.MappingOf(o.Function(), o.Table()); !ok {
+			return skip("-", fmt.Sprintf("no mapping of this stage has the UUID %s, nor reads table %q into function %q", k.MappingID, o.Table(), o.Function()))
+		}
 	}
 	if want := r.cfg.Target.Functions[m.Function]; o.Function() != want {
 		return skip(m.Name, fmt.Sprintf("object names function %q, the mapping's is %q", o.Function(), want))
@@ -697,8 +706,12 @@ func Retire(ctx context.Context, cfg Config, keys []string, reason string, force
 			return 0, fmt.Errorf("retire %s: not a failure object (keys start %s)", key, failures.Prefix)
 		}
 		if k, err := failures.ParseKey(key); err == nil && cfg.Target != nil && !force {
-			if m, ok := cfg.Target.Mapping(k.MappingID); ok && m.Function == wiring.Archiver {
+			m, ok := cfg.Target.Mapping(k.MappingID)
+			if ok && m.Function == wiring.Archiver {
 				return 0, fmt.Errorf("retire %s: a batch of %s is the only copy of the items TTL removed, and retiring it loses them from the archive for good; replay it, or retire it with -force (make replay … FORCE=1)", key, m.Name)
+			}
+			if !ok {
+				return 0, fmt.Errorf("retire %s: no mapping of this stage has its UUID %s, so it may be an archiver's batch, the only copy of the items TTL removed; read it first, then retire it with -force (make replay … FORCE=1)", key, k.MappingID)
 			}
 		}
 		if _, err := r.head(ctx, failures.ReplayedPrefix+key); err == nil {

@@ -251,6 +251,21 @@ func (t *Target) Mapping(id string) (wiring.Mapping, bool) {
 	return wiring.Mapping{}, false
 }
 
+// MappingOf returns the stage's mapping that reads table (a physical name)
+// into function (a deployed name), whatever its UUID: a failure object of a
+// mapping a deploy replaced names both.
+func (t *Target) MappingOf(function, table string) (wiring.Mapping, bool) {
+	if function == "" || table == "" {
+		return wiring.Mapping{}, false
+	}
+	for _, m := range wiring.Mappings() {
+		if t.Functions[m.Function] == function && t.Tables[m.Table] == table {
+			return m, true
+		}
+	}
+	return wiring.Mapping{}, false
+}
+
 func or(v, def string) string {
 	if v == "" {
 		return def
