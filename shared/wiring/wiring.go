@@ -70,6 +70,15 @@ type Mapping struct {
 	ParallelizationFactor int
 }
 
+// MaxRecordAge is the age past which every mapping sends a record to the
+// on-failure destination, with its payload, instead of the function: half
+// of the stream's 24-hour retention. A mapping that falls that far behind
+// (a long outage, a throttled function) hands its oldest records to the
+// failure bucket while the stream still holds them, where `make replay`
+// takes them; at 24 hours the stream may trim a record first, and Lambda
+// then skips it with no failure object and no DroppedEventCount.
+const MaxRecordAge = 12 * time.Hour
+
 // Mappings returns every event-source mapping.
 func Mappings() []Mapping {
 	base := func(name, table, fn string) Mapping {
@@ -81,7 +90,7 @@ func Mappings() []Mapping {
 			BatchingWindow:          time.Second,
 			StartingPosition:        "TRIM_HORIZON",
 			RetryAttempts:           10,
-			MaxRecordAge:            24 * time.Hour,
+			MaxRecordAge:            MaxRecordAge,
 			BisectOnError:           true,
 			ReportBatchItemFailures: true,
 			ParallelizationFactor:   1,
