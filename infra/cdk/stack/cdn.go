@@ -58,6 +58,21 @@ func (b *builder) cdn() {
 			},
 			ContentTypeOptions: &awscloudfront.ResponseHeadersContentTypeOptions{Override: jsii.Bool(true)},
 		},
+		// The cache key holds no header, so CloudFront never sends the
+		// browser's Origin to the API, and the API's own CORS answer (which
+		// needs it) never comes back: the edge adds the CORS headers itself,
+		// for the stage's origins, per request (a cached answer is shared by
+		// every origin). A shop's pages read products and search from their
+		// own origin with a plain fetch; ETag is exposed to them.
+		CorsBehavior: &awscloudfront.ResponseHeadersCorsBehavior{
+			AccessControlAllowOrigins:     jsii.Strings(b.cfg.CORSOrigins...),
+			AccessControlAllowMethods:     jsii.Strings("GET", "HEAD"),
+			AccessControlAllowHeaders:     jsii.Strings("If-None-Match"),
+			AccessControlExposeHeaders:    jsii.Strings("ETag"),
+			AccessControlAllowCredentials: jsii.Bool(false),
+			AccessControlMaxAge:           awscdk.Duration_Seconds(jsii.Number(600)),
+			OriginOverride:                jsii.Bool(true),
+		},
 	})
 	public := &awscloudfront.BehaviorOptions{
 		Origin:                origin,

@@ -185,3 +185,37 @@ func TestParseCDNDomain(t *testing.T) {
 		})
 	}
 }
+
+// TestCDNAnswersTheStagesOrigins: the public reads' response headers policy
+// adds CORS headers for the stage's browser origins at the edge (the API's
+// own CORS answer needs the Origin header, which the CDN does not forward),
+// whatever the origin sent, without credentials, exposing the ETag.
+func TestCDNAnswersTheStagesOrigins(t *testing.T) {
+	for _, name := range stageNames() {
+		s := stages[name]
+		t.Run(name, func(t *testing.T) {
+			var cors map[string]any
+			for _, p := range s.resources("AWS::CloudFront::ResponseHeadersPolicy") {
+				if c, ok := props(p)["ResponseHeadersPolicyConfig"].(map[string]any)["CorsConfig"].(map[string]any); ok {
+					cors = c
+				}
+			}
+			if cors == nil {
+				t.Fatal("no response headers policy answers CORS: browsers on the shop's origin cannot read through the CDN")
+			}
+			items := func(k string) []string { return strs(cors[k].(map[string]any)["Items"]) }
+			if got, want := items("AccessControlAllowOrigins"), mustConfig(t, name).CORSOrigins; !slices.Equal(got, want) {
+				t.Errorf("origins %v, want the stage's %v", got, want)
+			}
+			if got := items("AccessControlAllowMethods"); !slices.Equal(got, []string{"GET", "HEAD"}) {
+				t.Errorf("methods %v, want GET and HEAD", got)
+			}
+			if got := items("AccessControlExposeHeaders"); !slices.Contains(got, "ETag") {
+				t.Errorf("exposed headers %v, want ETag", got)
+			}
+			if cors["AccessControlAllowCredentials"] != false || cors["OriginOverride"] != true {
+				t.Errorf("credentials %v, origin override %v; want false and true", cors["AccessControlAllowCredentials"], cors["OriginOverride"])
+			}
+		})
+	}
+}
