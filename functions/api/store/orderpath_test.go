@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -475,5 +476,65 @@ func TestNewProductIsNotShownOutOfStock(t *testing.T) {
 	}
 	if got.Stock != 10 || got.Version != p.Version {
 		t.Fatalf("page of a product whose bucket a replica has not seen: stock %d at version %d, want 10 at %d", got.Stock, got.Version, p.Version)
+	}
+}
+
+// shortPages answers every query of the open-orders index with at most two
+// items and the key to go on, as DynamoDB does when a page reaches 1 MB
+// (fifteen orders of 50 lines each, say) before its Limit.
+type shortPages struct{ store.DB }
+
+func (d shortPages) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if aws.ToString(in.IndexName) == tables.OrdersOpenByStatus && aws.ToInt32(in.Limit) > 2 {
+		cut := *in
+		cut.Limit = aws.Int32(2)
+		in = &cut
+	}
+	return d.DB.Query(ctx, in, opts...)
+}
+
+// TestOpenOrdersStayOldestFirstWhenAShardPageIsCut: the open orders list
+// merges its eight shards oldest first. A shard whose page stopped short
+// (1 MB) has older orders than the other shards' later ones: the page must
+// end where that shard's items run out, not go on with the others' and
+// leave the shard's older orders to a later page.
+func TestOpenOrdersStayOldestFirstWhenAShardPageIsCut(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p := s.product("Pen", 1000, 1)
+	var placed []string
+	for range 24 {
+		o, err := s.order(p.ProductID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		placed = append(placed, o.OrderID)
+	}
+	settle() // the index shows them
+	st := s.storeOn(shortPages{s.db}, 0)
+	var seen []string
+	var after *store.Position
+	for page := 0; ; page++ {
+		if page > 50 {
+			t.Fatalf("no end after 50 pages: %v", seen)
+		}
+		got, err := st.ListOpenOrders(ctx, orders.Placed, 10, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range got.Items {
+			seen = append(seen, o.OrderID)
+		}
+		if got.Next == nil {
+			break
+		}
+		after = got.Next
+	}
+	if !slices.IsSorted(seen) {
+		t.Errorf("orders out of order across pages: %v", seen)
+	}
+	slices.Sort(placed)
+	if !slices.Equal(seen, placed) {
+		t.Errorf("got %d orders %v, want each of the %d placed once", len(seen), seen, len(placed))
 	}
 }

@@ -797,6 +797,13 @@ func (s *Store) ListOpenOrders(ctx context.Context, status orders.Status, limit 
 		best := -1
 		for i := range n {
 			if heads[i] >= len(pages[i].items) {
+				if pages[i].more {
+					// This shard's page stopped short of the limit (1 MB):
+					// its next order may be older than every head here, so
+					// the page ends, and the next one reads on from it.
+					best = -1
+					break
+				}
 				continue
 			}
 			if best < 0 || less(pages[i].items[heads[i]], pages[best].items[heads[best]]) {
