@@ -109,4 +109,8 @@ type ViewLine struct {
 	Quantity       int    `json:"quantity"`
 	LineTotalCents int64  `json:"lineTotalCents"`
 	AddedAt        string `json:"addedAt"`
+	// Available is false for a line whose product no longer exists: it is
+	// shown (no name, no price, outside the total) so that the client can
+	// see why an order from the cart names it and take it out (quantity 0).
+	Available bool `json:"available"`
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -9,7 +10,7 @@ func TestCart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.mustUser("cat")
-	cat := userCaller("cat")
+	cat, admin := userCaller("cat"), adminCaller("root")
 	a := e.mustProduct("Mug", "kitchen", 800, 10)
 	b := e.mustProduct("Plate", "kitchen", 1200, 10)
 
@@ -44,6 +45,41 @@ func TestCart(t *testing.T) {
 	if lines, _ := r.json["lines"].([]any); len(lines) != 1 {
 		t.Errorf("got %s, want only the plate", r.Body)
 	}
+
+	if first := lines[0].(map[string]any); first["available"] != true {
+		t.Errorf("got first line %v, want it available", first)
+	}
+
+	// The plate is deleted: its line stays in sight, unavailable, outside
+	// the total, and an order from the cart names it until it is taken out.
+	want(t, e.do("PUT", "/users/cat/cart/"+a, cat, map[string]any{"quantity": 1}), 200)
+	want(t, e.do("DELETE", "/products/"+b, admin, nil), 204)
+	// The cart reads its products eventually consistent: the deletion
+	// shows once the replicas have it (on AWS, usually within a second).
+	var gone map[string]any
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r = e.do("GET", "/users/cat/cart", cat, nil)
+		want(t, r, 200)
+		lines, _ = r.json["lines"].([]any)
+		for _, l := range lines {
+			if l := l.(map[string]any); l["productId"] == b {
+				gone = l
+			}
+		}
+		if gone == nil || gone["available"] == false || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(lines) != 2 || gone == nil || gone["available"] != false || gone["quantity"] != 1.0 || gone["productName"] != "" || r.num("totalCents") != 800 {
+		t.Fatalf("got %s, want the mug and the deleted plate's line unavailable, total 800", r.Body)
+	}
+	o := e.do("POST", "/users/cat/orders", cat, map[string]any{"fromCart": true})
+	want(t, o, 409, "conflict")
+	if !strings.Contains(o.Body, b) {
+		t.Errorf("order from a cart with a deleted product: %s, want it named", o.Body)
+	}
+	want(t, e.do("PUT", "/users/cat/cart/"+b, cat, map[string]any{"quantity": 0}), 200)
+	want(t, e.do("POST", "/users/cat/orders", cat, map[string]any{"fromCart": true}), 201)
 
 	want(t, e.do("PUT", "/users/cat/cart/nope", cat, map[string]any{"quantity": 1}), 404, "not-found")
 	want(t, e.do("PUT", "/users/cat/cart/"+a, cat, map[string]any{"quantity": -1}), 400, "validation")

@@ -89,8 +89,9 @@ func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quant
 	return carts.View{}, contention("set cart line")
 }
 
-// GetCart returns userID's cart with current product names and prices; lines
-// of products that no longer exist (read strongly consistent) are left out. A user without a cart has an
+// GetCart returns userID's cart with current product names and prices; a
+// line of a product that no longer exists (read strongly consistent) is
+// shown unavailable, outside the total. A user without a cart has an
 // empty one. The cart is read strongly consistent: a line the user just
 // added shows at once (an eventually consistent read may miss it).
 func (s *Store) GetCart(ctx context.Context, userID string) (carts.View, error) {
@@ -130,14 +131,16 @@ func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
 		maps.Copy(ps, again)
 	}
 	for _, id := range ids {
+		l := c.Lines[id]
 		p, ok := ps[id]
 		if !ok {
+			// Deleted since it was added: an order from the cart names it.
+			v.Lines = append(v.Lines, carts.ViewLine{ProductID: id, Quantity: l.Quantity, AddedAt: l.AddedAt})
 			continue
 		}
-		l := c.Lines[id]
 		vl := carts.ViewLine{
 			ProductID: id, ProductName: p.Name, UnitPriceCents: p.PriceCents, Quantity: l.Quantity,
-			LineTotalCents: p.PriceCents * int64(l.Quantity), AddedAt: l.AddedAt,
+			LineTotalCents: p.PriceCents * int64(l.Quantity), AddedAt: l.AddedAt, Available: true,
 		}
 		v.Lines = append(v.Lines, vl)
 		v.TotalCents += vl.LineTotalCents

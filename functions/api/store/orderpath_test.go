@@ -437,14 +437,14 @@ func (s *shapes) respreadBehindAStaleRead() (products.Product, store.DB) {
 	return p, stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}
 }
 
-// bucketUnseen answers eventually consistent batch reads of the stock table
-// as a replica that has not yet seen the buckets does: without them.
-type bucketUnseen struct {
+// unseen answers eventually consistent batch reads of table as a replica
+// that has not yet seen its items does: without them.
+type unseen struct {
 	store.DB
 	table string
 }
 
-func (d bucketUnseen) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+func (d unseen) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	req, ok := in.RequestItems[d.table]
 	if !ok || aws.ToBool(req.ConsistentRead) {
 		return d.DB.BatchGetItem(ctx, in, opts...)
@@ -469,7 +469,7 @@ func (d bucketUnseen) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 func TestNewProductIsNotShownOutOfStock(t *testing.T) {
 	s := newShapes(t)
 	p := s.product("Kettle", 10, 1)
-	st := store.New(bucketUnseen{DB: s.db, table: tables.Physical(s.prefix, tables.ProductStock)}, store.Config{Tables: store.TablesWithPrefix(s.prefix), CatalogCacheTTL: -1})
+	st := store.New(unseen{DB: s.db, table: tables.Physical(s.prefix, tables.ProductStock)}, store.Config{Tables: store.TablesWithPrefix(s.prefix), CatalogCacheTTL: -1})
 	got, err := st.GetProduct(context.Background(), p.ProductID)
 	if err != nil {
 		t.Fatal(err)
@@ -536,5 +536,24 @@ func TestOpenOrdersStayOldestFirstWhenAShardPageIsCut(t *testing.T) {
 	slices.Sort(placed)
 	if !slices.Equal(seen, placed) {
 		t.Errorf("got %d orders %v, want each of the %d placed once", len(seen), seen, len(placed))
+	}
+}
+
+// TestReadAgainIsNotAContendedRound: an order for a product a replica has
+// not seen yet reads again, strongly consistent; that second read is not a
+// round lost to contention. With two attempts, one round for the read
+// again and one conflict must still place the order (it was a 503).
+func TestReadAgainIsNotAContendedRound(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p := s.product("Cup", 3, 1)
+	var tx, reads int
+	db := conflictOnce{DB: unseen{DB: s.db, table: tables.Physical(s.prefix, tables.Products)}, tx: &tx, reads: &reads}
+	st := s.storeOn(db, 2)
+	if _, err := st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
+		t.Fatalf("order after a read again and one conflict, with 2 attempts: %v", err)
+	}
+	if tx != 2 || reads != 2 {
+		t.Errorf("got %d transactions and %d reads, want 2 and 2 (the read again, then the contended round committed again)", tx, reads)
 	}
 }

@@ -75,6 +75,11 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 				return orders.Order{}, fmt.Errorf("place order: %w", err)
 			}
 			if rd.readAgain {
+				// A replica behind (a product or user just created): read
+				// again, strongly consistent. Not a round lost to
+				// contention, so not one of its attempts; it happens once,
+				// the read after it being consistent.
+				attempt--
 				continue
 			}
 			last = rd
