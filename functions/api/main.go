@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,7 +45,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("aws config: %w", err)
 	}
-	getenv, olderCursorKeys, err := cursorSecret(ctx, getenv, func() secretGetter { return secretsmanager.NewFromConfig(awsCfg) })
+	sm := func() secretGetter { return secretsmanager.NewFromConfig(awsCfg) }
+	arn := getenv(envcontract.CursorSecretARN)
+	getenv, olderCursorKeys, err := cursorSecret(ctx, getenv, sm)
 	if err != nil {
 		return err
 	}
@@ -74,23 +78,79 @@ func run(ctx context.Context, getenv func(string) string) error {
 		}
 		search = client
 	}
+	signer := cursor.NewSigner(cfg.CursorSecret, olderCursorKeys...)
+	logger := tracing.Logger(lambdacontext.NewLogger().With("function", "api"))
 	h := httpapi.New(httpapi.Deps{
 		Store:   st,
-		Cursors: cursor.NewSigner(cfg.CursorSecret, olderCursorKeys...),
+		Cursors: signer,
 		Search:  search,
-		Logger:  tracing.Logger(lambdacontext.NewLogger().With("function", "api")),
+		Logger:  logger,
 		Metrics: os.Stdout,
 		Tracing: tr,
 	})
-	lambda.StartHandlerFunc(tracing.Flushing(tr, h.Handle))
+	keys := newCursorKeys(arn, sm, signer, logger)
+	lambda.StartHandlerFunc(tracing.Flushing(tr, func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		keys.refresh(ctx)
+		return h.Handle(ctx, ev)
+	}))
 	return nil
+}
+
+// CursorKeysRefresh is how often an execution environment reads the cursor
+// secret again, before the first request after: a step of a key rotation
+// (docs/deploy.md, "Rotating the cursor key") reaches every environment
+// that serves within this time, where a read at start alone never reached
+// the environments of a published version. Three GetSecretValue calls per
+// environment per period.
+const CursorKeysRefresh = 5 * time.Minute
+
+// cursorKeys keeps a signer's keys as the secret's staged values are.
+type cursorKeys struct {
+	arn    string
+	sm     func() secretGetter
+	signer *cursor.Signer
+	log    *slog.Logger
+	every  time.Duration
+	now    func() time.Time
+
+	mu sync.Mutex
+	at time.Time // of the last read, or of the start
+}
+
+// newCursorKeys returns nil without a secret (locally: CURSOR_SECRET).
+func newCursorKeys(arn string, sm func() secretGetter, signer *cursor.Signer, log *slog.Logger) *cursorKeys {
+	if arn == "" {
+		return nil
+	}
+	return &cursorKeys{arn: arn, sm: sm, signer: signer, log: log, every: CursorKeysRefresh, now: time.Now, at: time.Now()}
+}
+
+// refresh reads the secret again when the last read is a period old. A
+// failed read keeps the keys it has and is tried again a period later (a
+// request is never refused for it).
+func (k *cursorKeys) refresh(ctx context.Context) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.now().Sub(k.at) < k.every {
+		return
+	}
+	k.at = k.now()
+	sec, err := stagedsecret.Load(ctx, k.sm(), k.arn)
+	if err != nil {
+		k.log.WarnContext(ctx, "cursor secret not read again; the keys read before stay", "error", err.Error())
+		return
+	}
+	k.signer.Rotate(sec.Current, sec.Others...)
 }
 
 type secretGetter interface {
 	GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-// cursorSecret reads the cursor key once, at init, from the secret
+// cursorSecret reads the cursor key at init from the secret
 // CURSOR_SECRET_ARN names: its current value becomes CURSOR_SECRET for the
 // configuration, and the values a rotation keeps valid (pending, previous)
 // are returned to be accepted too. Without CURSOR_SECRET_ARN, getenv is

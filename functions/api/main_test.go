@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/envcontract"
 )
 
@@ -79,4 +82,72 @@ func TestCursorSecretFromSecretsManager(t *testing.T) {
 	if _, _, err := cursorSecret(context.Background(), env(map[string]string{envcontract.CursorSecretARN: arn}), func() secretGetter { return &versions{arn: "other"} }); err == nil {
 		t.Error("got no error for a secret without a current value")
 	}
+}
+
+// TestCursorKeysFollowTheSecret: an environment reads the secret again a
+// period after its last read, before the request that comes then, so both
+// steps of a rotation reach it: the new key accepted (pending), then signing
+// (current). A failed read keeps the keys it had.
+func TestCursorKeysFollowTheSecret(t *testing.T) {
+	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:shopstream-dev-cursor-secret-AbCdEf"
+	const binding = "GET /products\ncategory=kitchen"
+	oldKey, newKey := strings.Repeat("o", 48), strings.Repeat("n", 48)
+	sm := &versions{arn: arn, stages: map[string]string{"AWSCURRENT": oldKey}}
+	signer := cursor.NewSigner([]byte(oldKey))
+	now := time.Unix(1_800_000_000, 0)
+	k := newCursorKeys(arn, func() secretGetter { return sm }, signer, slog.New(slog.DiscardHandler))
+	k.now, k.at = func() time.Time { return now }, now
+	ctx := context.Background()
+	signedWith := func(key string) string {
+		tok, err := cursor.NewSigner([]byte(key)).Encode(binding, map[string]string{"after": "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	accepts := func(key string) bool {
+		return signer.Decode(binding, signedWith(key), new(map[string]string)) == nil
+	}
+
+	// Step 1: the new key is pending. Within the period nothing is read.
+	sm.stages["AWSPENDING"] = newKey
+	now = now.Add(CursorKeysRefresh - time.Second)
+	k.refresh(ctx)
+	if sm.asked != 0 || accepts(newKey) {
+		t.Fatalf("within the period: %d reads, new key accepted %v; want none, no", sm.asked, accepts(newKey))
+	}
+	now = now.Add(time.Second)
+	k.refresh(ctx)
+	if !accepts(newKey) || !accepts(oldKey) {
+		t.Fatalf("after step 1: new key accepted %v, old %v; want both", accepts(newKey), accepts(oldKey))
+	}
+
+	// Step 2: the new key is current, the old one previous.
+	sm.stages = map[string]string{"AWSCURRENT": newKey, "AWSPREVIOUS": oldKey}
+	now = now.Add(CursorKeysRefresh)
+	k.refresh(ctx)
+	tok, err := signer.Encode(binding, map[string]string{"after": "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cursor.NewSigner([]byte(newKey)).Decode(binding, tok, new(map[string]string)) != nil || !accepts(oldKey) {
+		t.Fatal("after step 2: want cursors signed with the new key and the old one still accepted")
+	}
+
+	// The secret cannot be read: the keys stay, and the next try is a
+	// period later.
+	sm.arn = "gone"
+	now = now.Add(CursorKeysRefresh)
+	asked := sm.asked
+	k.refresh(ctx)
+	k.refresh(ctx)
+	if sm.asked != asked+1 || !accepts(newKey) {
+		t.Fatalf("failed read: %d more reads, new key accepted %v; want 1 and yes", sm.asked-asked, accepts(newKey))
+	}
+
+	if newCursorKeys("", nil, signer, nil) != nil {
+		t.Error("keys refreshed without a secret (locally)")
+	}
+	var none *cursorKeys
+	none.refresh(ctx) // locally: nothing to do
 }

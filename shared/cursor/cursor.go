@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 
 	"github.com/shopstream/shopstream/shared/errcode"
 )
@@ -18,8 +19,13 @@ import (
 const MaxLen = 4096
 
 // Signer signs cursors with one secret and accepts those of the secrets
-// still valid during a rotation.
+// still valid during a rotation. Its keys may be replaced while it serves
+// (Rotate), so that a secret's rotation reaches a running process.
 type Signer struct {
+	keys atomic.Pointer[keySet]
+}
+
+type keySet struct {
 	key   []byte
 	older [][]byte
 }
@@ -27,19 +33,30 @@ type Signer struct {
 // NewSigner returns a Signer that signs with secret and also accepts cursors
 // signed with any of older (the values a key rotation keeps valid).
 func NewSigner(secret []byte, older ...[]byte) *Signer {
-	s := &Signer{key: append([]byte(nil), secret...)}
-	for _, o := range older {
-		s.older = append(s.older, append([]byte(nil), o...))
-	}
+	s := &Signer{}
+	s.Rotate(secret, older...)
 	return s
 }
 
-func (s *Signer) mac(binding string, payload []byte) []byte { return mac(s.key, binding, payload) }
+// Rotate makes secret the signing key and older the other keys accepted,
+// for every cursor encoded or decoded from then on.
+func (s *Signer) Rotate(secret []byte, older ...[]byte) {
+	ks := &keySet{key: append([]byte(nil), secret...)}
+	for _, o := range older {
+		ks.older = append(ks.older, append([]byte(nil), o...))
+	}
+	s.keys.Store(ks)
+}
+
+func (s *Signer) mac(binding string, payload []byte) []byte {
+	return mac(s.keys.Load().key, binding, payload)
+}
 
 // verifies reports whether sig is payload's signature under one of the keys.
 func (s *Signer) verifies(binding string, payload, sig []byte) bool {
-	ok := hmac.Equal(sig, s.mac(binding, payload))
-	for _, k := range s.older {
+	ks := s.keys.Load()
+	ok := hmac.Equal(sig, mac(ks.key, binding, payload))
+	for _, k := range ks.older {
 		ok = hmac.Equal(sig, mac(k, binding, payload)) || ok
 	}
 	return ok
