@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/products"
@@ -23,6 +24,11 @@ import (
 
 // Index is the name of the products index.
 const Index = "products"
+
+// DeleteMemory is how long the index remembers a delete (index.gc_deletes
+// in Mapping): a write of a version older than a delete it has forgotten
+// brings the document back.
+const DeleteMemory = 25 * time.Hour
 
 // Mapping is the body that creates the index: text for what people search,
 // keyword for what they filter on, and deletes remembered for 25 h

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -128,5 +129,75 @@ func TestBatchOfAReplacedMappingIsReplayed(t *testing.T) {
 	_, err = Retire(context.Background(), Config{Store: holding{body: body}, Bucket: "failures", Target: tg, Out: io.Discard}, []string{replaced}, "understood", false)
 	if err == nil || !strings.Contains(err.Error(), "-force") {
 		t.Fatalf("retire of a batch of an unknown UUID without -force: %v; want refused", err)
+	}
+}
+
+// memBucket is a failure bucket in memory: the writes finish makes.
+type memBucket struct {
+	Store
+	objects map[string][]byte
+	tagged  map[string]bool
+}
+
+func (b *memBucket) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	body, err := io.ReadAll(in.Body)
+	b.objects[*in.Key] = body
+	return &s3.PutObjectOutput{}, err
+}
+
+func (b *memBucket) PutObjectTagging(_ context.Context, in *s3.PutObjectTaggingInput, _ ...func(*s3.Options)) (*s3.PutObjectTaggingOutput, error) {
+	b.tagged[*in.Key] = true
+	return &s3.PutObjectTaggingOutput{}, nil
+}
+
+// TestOldIndexerBatchAsksForAReindex: an indexer batch whose records are
+// older than the index remembers deletes may write products deleted since
+// back into it: its line and the run's summary say to run make reindex. A
+// younger one, or another function's, does not.
+func TestOldIndexerBatchAsksForAReindex(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "failures", "testdata", "aws-shape.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := failures.Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapping := func(fn string) wiring.Mapping {
+		for _, m := range wiring.Mappings() {
+			if m.Function == fn {
+				return m
+			}
+		}
+		t.Fatalf("no mapping of %s", fn)
+		return wiring.Mapping{}
+	}
+	for _, c := range []struct {
+		name    string
+		fn      string
+		age     time.Duration
+		reindex bool
+	}{
+		{"indexer, past the memory", wiring.StreamIndexer, productsearch.DeleteMemory + time.Hour, true},
+		{"indexer, within it", wiring.StreamIndexer, productsearch.DeleteMemory - time.Hour, false},
+		{"counters, past it", wiring.Counters, productsearch.DeleteMemory + time.Hour, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out strings.Builder
+			now := o.Oldest().Add(c.age)
+			bucket := &memBucket{objects: map[string][]byte{}, tagged: map[string]bool{}}
+			r := &run{cfg: Config{Store: bucket, Bucket: "failures", Out: &out, Now: func() time.Time { return now }}}
+			key := failures.NewKey(failures.LocalMappingID("m"), o.Batch.ShardID, now).String()
+			got, err := r.finish(context.Background(), &loaded{key: key, m: mapping(c.fn), o: o}, driven{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.forgotten != c.reindex || strings.Contains(out.String(), "make reindex") != c.reindex {
+				t.Errorf("asks for a reindex: %v, report %q; want %v", got.forgotten, out.String(), c.reindex)
+			}
+			if !bucket.tagged[key] || bucket.objects[failures.ReplayedPrefix+key] == nil {
+				t.Errorf("object not marked replayed: %v", bucket.objects)
+			}
+		})
 	}
 }

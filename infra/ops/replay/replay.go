@@ -28,6 +28,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
 
@@ -99,6 +100,10 @@ type Result struct {
 	Foreign int
 	// Records, Succeeded and Failed count the replayed records.
 	Records, Succeeded, Failed int
+	// Reindex counts the indexer's objects replayed with records older than
+	// the index remembers deletes: they may have brought back documents of
+	// products deleted since, which `make reindex` removes.
+	Reindex int
 }
 
 // Run replays every failure object of the bucket not replayed yet. It
@@ -194,6 +199,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 						res.Records += o.records
 						res.Succeeded += o.records - o.failed
 						res.Failed += o.failed
+						if o.forgotten {
+							res.Reindex++
+						}
 					}
 				}
 				mu.Unlock()
@@ -216,11 +224,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before); %d replayed: %d records, %d succeeded, %d still failing; %d skipped; %d foreign objects\n",
 		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Skipped, res.Foreign)
+	if res.Reindex > 0 {
+		fmt.Fprintf(cfg.Out, "replay: %d search indexer objects held records older than the index remembers deletes (%s): run make reindex, which removes the documents of products deleted since\n", res.Reindex, productsearch.DeleteMemory)
+	}
 	if aborted != nil {
 		return res, fmt.Errorf("replay stopped: %w", aborted)
 	}
 	if res.Failed > 0 || res.Skipped > 0 {
 		return res, fmt.Errorf("%d records still fail, %d objects skipped: %w", res.Failed, res.Skipped, target.ErrIncomplete)
+	}
+	if res.Reindex > 0 {
+		return res, fmt.Errorf("the search index needs make reindex: %w", target.ErrIncomplete)
 	}
 	return res, nil
 }
@@ -306,6 +320,9 @@ func (r *run) list(ctx context.Context, prefix string) ([]string, error) {
 type outcome struct {
 	skipped         bool
 	records, failed int
+	// forgotten: an indexer batch with records older than the index's
+	// memory of deletes (productsearch.DeleteMemory).
+	forgotten bool
 }
 
 // loaded is a failure object read and checked against its mapping.
@@ -497,6 +514,12 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	status := "replayed"
 	if out.failed > 0 {
 		status = "failing"
+	}
+	if m.Function == wiring.StreamIndexer && !o.Oldest().IsZero() && r.cfg.Now().Sub(o.Oldest()) > productsearch.DeleteMemory {
+		// Its writes may be of products deleted since, whose deletes the
+		// index no longer remembers: they are documents again.
+		out.forgotten = true
+		detail += fmt.Sprintf("; records older than the index remembers deletes (%s): run make reindex", productsearch.DeleteMemory)
 	}
 	r.line(status, m.Name, key, detail)
 	return out, nil
