@@ -83,6 +83,7 @@ func TestAudit(t *testing.T) {
 		{"HalfATransactionInTheMarkersIsNotDrift", halfATransactionInTheMarkersIsNotDrift},
 		{"AMarkerNotVisibleYetIsNotDrift", aMarkerNotVisibleYetIsNotDrift},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
+		{"StoppedRepairIsNotDrift", stoppedRepairIsNotDrift},
 		{"SlowFirstRoundStillRepairs", slowFirstRoundStillRepairs},
 		{"SlowFirstRoundWithAMovedDriftStillRepairs", slowFirstRoundWithAMovedDriftStillRepairs},
 		{"RecountRepairsOnlyTheNamedItems", recountRepairsOnlyTheNamedItems},
@@ -790,4 +791,40 @@ func (f *fixture) plain(key string) []byte {
 		f.t.Fatal(err)
 	}
 	return bytes.TrimRight(b, "\n")
+}
+
+// stopAtWrite cancels its context at the first transaction, as Ctrl-C
+// during a repair does, and lets the transaction go on.
+type stopAtWrite struct {
+	audit.DB
+	stop context.CancelFunc
+}
+
+func (d stopAtWrite) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	d.stop()
+	return d.DB.TransactWriteItems(context.WithoutCancel(ctx), in, opts...)
+}
+
+// stoppedRepairIsNotDrift: a repair stopped on its way (Ctrl-C) is an error
+// (exit 2, "could not run"), not a report of drift left (exit 1); the next
+// repair finishes it.
+func stoppedRepairIsNotDrift(t *testing.T, f *fixture, us, ps []string) {
+	// A fact whose marker is gone: the repair folds it in, in a transaction.
+	o := f.mustOrder(us[0], []string{ps[0]}, []int{1})
+	f.idle()
+	if _, err := f.sys.DynamoDB().DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(f.tables().CounterEvents),
+		Key: map[string]types.AttributeValue{facts.KeyAttr: &types.AttributeValueMemberS{Value: facts.Placed(facts.Order{OrderID: o.OrderID}).Key}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := f.auditor(audit.Config{Repair: true, DB: stopAtWrite{DB: f.sys.DynamoDB(), stop: cancel}}).Run(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("repair stopped at its first write: got %v, want context.Canceled", err)
+	}
+	rep := run(t, f.auditor(audit.Config{Repair: true}))
+	if rep.ExitCode() != 0 {
+		t.Fatalf("the repair after it: exit %d, drift %+v; want 0", rep.ExitCode(), rep.Drift)
+	}
+	f.checkExact()
 }

@@ -531,6 +531,12 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 					failed[it] = true
 				}
 			}
+			if err := ctx.Err(); err != nil {
+				// Stopped (Ctrl-C, a deadline): the repair did not run to its
+				// end, which is not drift (exit 2, not 1); what was folded
+				// stays folded, and the next audit takes the rest.
+				return rep, fmt.Errorf("repair stopped after %d of %d facts: %w", len(res.Applied), len(toFold), err)
+			}
 		}
 		for it, ds := range drifting {
 			for i := range ds {
