@@ -90,14 +90,7 @@ func (h holding) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Opti
 // function is skipped. Retiring a batch of an unknown UUID needs -force: it
 // could be an archiver's.
 func TestBatchOfAReplacedMappingIsReplayed(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "failures", "testdata", "aws-shape.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := failures.Parse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body, o := awsShaped(t)
 	var want wiring.Mapping
 	for _, m := range wiring.Mappings() {
 		if m.Function == wiring.Counters && m.Table == tables.Reviews {
@@ -155,14 +148,7 @@ func (b *memBucket) PutObjectTagging(_ context.Context, in *s3.PutObjectTaggingI
 // back into it: its line and the run's summary say to run make reindex. A
 // younger one, or another function's, does not.
 func TestOldIndexerBatchAsksForAReindex(t *testing.T) {
-	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "failures", "testdata", "aws-shape.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := failures.Parse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, o := awsShaped(t)
 	mapping := func(fn string) wiring.Mapping {
 		for _, m := range wiring.Mappings() {
 			if m.Function == fn {
@@ -200,4 +186,19 @@ func TestOldIndexerBatchAsksForAReindex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awsShaped is the failure object AWS writes, as recorded in
+// shared/failures/testdata: its bytes and its parse.
+func awsShaped(t *testing.T) ([]byte, failures.Object) {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "failures", "testdata", "aws-shape.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := failures.Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body, o
 }
