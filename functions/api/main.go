@@ -104,6 +104,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 // environment per period.
 const CursorKeysRefresh = 5 * time.Minute
 
+// cursorKeysRetry is how soon a failed read of the cursor secret is tried
+// again: well inside the margin the rotation procedure leaves after its
+// 5 minutes (docs/deploy.md).
+const cursorKeysRetry = 15 * time.Second
+
 // cursorKeys keeps a signer's keys as the secret's staged values are.
 type cursorKeys struct {
 	arn    string
@@ -126,8 +131,8 @@ func newCursorKeys(arn string, sm func() secretGetter, signer *cursor.Signer, lo
 }
 
 // refresh reads the secret again when the last read is a period old. A
-// failed read keeps the keys it has and is tried again a period later (a
-// request is never refused for it).
+// failed read keeps the keys it has and is tried again cursorKeysRetry
+// later (a request is never refused for it).
 func (k *cursorKeys) refresh(ctx context.Context) {
 	if k == nil {
 		return
@@ -140,7 +145,8 @@ func (k *cursorKeys) refresh(ctx context.Context) {
 	k.at = k.now()
 	sec, err := stagedsecret.Load(ctx, k.sm(), k.arn)
 	if err != nil {
-		k.log.WarnContext(ctx, "cursor secret not read again; the keys read before stay", "error", err.Error())
+		k.at = k.now().Add(cursorKeysRetry - k.every)
+		k.log.WarnContext(ctx, "cursor secret not read again; the keys read before stay", "error", err.Error(), "retryIn", cursorKeysRetry.String())
 		return
 	}
 	k.signer.Rotate(sec.Current, sec.Others...)

@@ -134,8 +134,8 @@ func TestCursorKeysFollowTheSecret(t *testing.T) {
 		t.Fatal("after step 2: want cursors signed with the new key and the old one still accepted")
 	}
 
-	// The secret cannot be read: the keys stay, and the next try is a
-	// period later.
+	// The secret cannot be read: the keys stay, and the next try comes
+	// soon, not a period later.
 	sm.arn = "gone"
 	now = now.Add(CursorKeysRefresh)
 	asked := sm.asked
@@ -143,6 +143,12 @@ func TestCursorKeysFollowTheSecret(t *testing.T) {
 	k.refresh(ctx)
 	if sm.asked != asked+1 || !accepts(newKey) {
 		t.Fatalf("failed read: %d more reads, new key accepted %v; want 1 and yes", sm.asked-asked, accepts(newKey))
+	}
+	sm.arn = arn
+	now = now.Add(cursorKeysRetry)
+	k.refresh(ctx)
+	if sm.asked == asked+1 {
+		t.Fatalf("no read %v after a failed one", cursorKeysRetry)
 	}
 
 	if newCursorKeys("", nil, signer, nil) != nil {

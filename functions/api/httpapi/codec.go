@@ -258,16 +258,13 @@ func ifMatch(r *http.Request) (*int64, error) {
 	if v == "" || v == "*" {
 		return nil, nil
 	}
-	weak := strings.HasPrefix(v, "W/")
+	// A weak tag is taken as its version: CloudFront weakens the ETag of
+	// an answer it compresses ("W/\"3\""), and a client that sends back
+	// what it read through the CDN means that version.
 	v = strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
 		return nil, invalid("If-Match", "must be a version number")
-	}
-	if weak {
-		// If-Match compares strongly (RFC 9110 13.1.1): a weak tag
-		// matches no version, so the write answers 412.
-		n = -1
 	}
 	return &n, nil
 }

@@ -42,9 +42,9 @@ func TestProducts(t *testing.T) {
 	})
 	t.Run("patch with If-Match", func(t *testing.T) {
 		want(t, e.do("PATCH", "/products/"+id, admin, map[string]any{"priceCents": 2499}, "If-Match", "9"), 412, "precondition-failed")
-		// If-Match compares strongly (RFC 9110 13.1.1): a weak tag matches
-		// nothing, even the version's.
-		want(t, e.do("PATCH", "/products/"+id, admin, map[string]any{"priceCents": 2499}, "If-Match", `W/"1"`), 412, "precondition-failed")
+		// A weak tag, as CloudFront makes of an ETag it compresses, names
+		// its version: another version's is a 412.
+		want(t, e.do("PATCH", "/products/"+id, admin, map[string]any{"priceCents": 2499}, "If-Match", `W/"7"`), 412, "precondition-failed")
 		r := e.do("PATCH", "/products/"+id, admin, map[string]any{"priceCents": 2499, "name": "Kettle 2"}, "If-Match", "1")
 		want(t, r, 200)
 		if r.num("priceCents") != 2499 || r.str("name") != "Kettle 2" || r.num("version") != 2 || r.str("description") != "Boils water" {

@@ -115,8 +115,8 @@ func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
 	}
 	// An eventually consistent read may lag a product's creation: a line
 	// whose product it misses is read again strongly consistent before it
-	// is left out as gone (a cart line just added for a product just
-	// created stays in the cart).
+	// is shown unavailable (a cart line just added for a product just
+	// created stays available).
 	var missing []string
 	for _, id := range ids {
 		if _, ok := ps[id]; !ok {

@@ -111,6 +111,32 @@ func TestBatchOfAReplacedMappingIsReplayed(t *testing.T) {
 		t.Fatalf("batch of a replaced mapping: loaded %+v, %v, report %q; want it under %s", l, err, out.String(), want.Name)
 	}
 
+	// A run for that mapping takes it; a run for another leaves it alone.
+	out.Reset()
+	r = &run{cfg: Config{Store: holding{body: body}, Bucket: "failures", Target: tg, Out: &out, Logger: quiet, Mapping: want.Name}}
+	if !r.named(replaced) || !r.named(failures.NewKey(tg.MappingIDs[want.Name], o.Batch.ShardID, time.Now()).String()) {
+		t.Fatalf("a run for %s does not list its batches (under the old UUID or its own)", want.Name)
+	}
+	if l, err := r.load(context.Background(), replaced); err != nil || l == nil || l.m.Name != want.Name {
+		t.Fatalf("run for %s: loaded %+v, %v, report %q; want it", want.Name, l, err, out.String())
+	}
+	var another wiring.Mapping
+	for _, m := range wiring.Mappings() {
+		if m.Name != want.Name {
+			another = m
+			break
+		}
+	}
+	tg.MappingIDs[another.Name] = failures.LocalMappingID(another.Name)
+	r = &run{cfg: Config{Store: holding{body: body}, Bucket: "failures", Target: tg, Out: &out, Logger: quiet, Mapping: another.Name}}
+	if l, err := r.load(context.Background(), replaced); !errors.Is(err, errOtherMapping) || l != nil || out.Len() > 0 {
+		t.Fatalf("run for %s: loaded %+v, %v, report %q; want the batch left alone, unreported", another.Name, l, err, out.String())
+	}
+	if r.named(failures.NewKey(tg.MappingIDs[want.Name], o.Batch.ShardID, time.Now()).String()) {
+		t.Fatalf("a run for %s lists %s's batches", another.Name, want.Name)
+	}
+	delete(tg.MappingIDs, another.Name)
+
 	other := *tg
 	other.Functions = map[string]string{wiring.Counters: "shopstream-other-counters"}
 	out.Reset()

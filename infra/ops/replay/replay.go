@@ -133,19 +133,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	r := &run{cfg: cfg}
 	var res Result
-	prefix := failures.Prefix
 	if cfg.Mapping != "" {
-		id, ok := cfg.Target.MappingIDs[cfg.Mapping]
-		if !ok {
+		if _, ok := cfg.Target.MappingIDs[cfg.Mapping]; !ok {
 			return res, fmt.Errorf("mapping %q: none such (%s)", cfg.Mapping, strings.Join(mappingNames(), ", "))
 		}
-		prefix += id + "/"
 	}
-	keys, err := r.list(ctx, prefix)
+	all, err := r.list(ctx, failures.Prefix)
 	if err != nil {
 		return res, err
 	}
-	done, err := r.list(ctx, failures.ReplayedPrefix+prefix)
+	// A named mapping's objects, and those of UUIDs the stage no longer
+	// has (a mapping a deploy replaced), which may be its: each of those is
+	// read to tell (load), and left alone when it is another mapping's.
+	var keys []string
+	for _, k := range all {
+		if r.named(k) {
+			keys = append(keys, k)
+		}
+	}
+	done, err := r.list(ctx, failures.ReplayedPrefix)
 	if err != nil {
 		return res, err
 	}
@@ -192,6 +198,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				}
 				for _, o := range outs {
 					switch {
+					case o.other:
+						res.Objects--
 					case o.skipped:
 						res.Skipped++
 					default:
@@ -319,6 +327,7 @@ func (r *run) list(ctx context.Context, prefix string) ([]string, error) {
 // outcome is what became of one object.
 type outcome struct {
 	skipped         bool
+	other           bool // another mapping's: not this run's
 	records, failed int
 	// forgotten: an indexer batch with records older than the index's
 	// memory of deletes (productsearch.DeleteMemory).
@@ -333,6 +342,29 @@ type loaded struct {
 	o       failures.Object
 	payload int // bytes of the object
 }
+
+// named says whether key may be an object of the mapping the run is for:
+// any with no mapping named; else one under that mapping's UUID, or under
+// a UUID the stage does not have.
+func (r *run) named(key string) bool {
+	if r.cfg.Mapping == "" {
+		return true
+	}
+	id := r.cfg.Target.MappingIDs[r.cfg.Mapping]
+	k, err := failures.ParseKey(key)
+	if err != nil {
+		return strings.HasPrefix(key, failures.Prefix+id+"/") // reported, as malformed
+	}
+	if k.MappingID == id {
+		return true
+	}
+	_, known := r.cfg.Target.Mapping(k.MappingID)
+	return !known
+}
+
+// errOtherMapping: an object of a UUID the stage no longer has turned out
+// to be another mapping's than the one the run is for: left alone.
+var errOtherMapping = errors.New("another mapping's object")
 
 // load reads and checks one failure object; a nil loaded with no error
 // means it was skipped (and reported).
@@ -372,7 +404,11 @@ func (r *run) load(ctx context.Context, key string) (*loaded, error) {
 		// A deploy that replaced the mapping gave it a new UUID: the batch
 		// is the stage's mapping of the same function and table.
 		var ok bool
-		if m, ok = r.cfg.Target.MappingOf(o.Function(), o.Table()); !ok {
+		m, ok = r.cfg.Target.MappingOf(o.Function(), o.Table())
+		switch {
+		case r.cfg.Mapping != "" && (!ok || m.Name != r.cfg.Mapping):
+			return nil, errOtherMapping
+		case !ok:
 			return skip("-", fmt.Sprintf("no mapping of this stage has the UUID %s, nor reads table %q into function %q", k.MappingID, o.Table(), o.Function()))
 		}
 	}
@@ -395,6 +431,10 @@ func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
 	var objs []*loaded
 	for _, key := range keys {
 		l, err := r.load(ctx, key)
+		if errors.Is(err, errOtherMapping) {
+			outs = append(outs, outcome{other: true})
+			continue
+		}
 		if err != nil {
 			return outs, err
 		}
