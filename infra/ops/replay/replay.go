@@ -526,13 +526,11 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 		if err != nil {
 			return outcome{}, fmt.Errorf("remainder of %s: %w", key, err)
 		}
-		// A rerun after a kill derives the same key: written once, so the
-		// versioned bucket keeps no untagged copy that would never expire.
-		if _, err := r.head(ctx, rk); notFound(err) {
-			if err := r.put(ctx, rk, b); err != nil {
-				return outcome{}, err
-			}
-		} else if err != nil {
+		// A rerun after a kill, or a replay racing this one, derives the
+		// same key: written once, so the versioned bucket keeps no untagged
+		// copy that would never expire. The bucket decides (If-None-Match):
+		// a HEAD before the write could be raced.
+		if err := r.create(ctx, rk, b); err != nil {
 			return outcome{}, err
 		}
 		marker.Remainder = rk
@@ -609,6 +607,31 @@ func (r *run) put(ctx context.Context, key string, body []byte) error {
 		return fmt.Errorf("put s3://%s/%s: %w", r.cfg.Bucket, key, err)
 	}
 	return nil
+}
+
+// create writes key unless the bucket holds it already: S3's conditional
+// write answers 412 when it does, and 409 when another write of it is under
+// way, which is tried again.
+func (r *run) create(ctx context.Context, key string, body []byte) error {
+	for attempt := 0; ; attempt++ {
+		_, err := r.cfg.Store.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(r.cfg.Bucket), Key: aws.String(key),
+			Body: bytes.NewReader(body), ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")})
+		var api smithy.APIError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &api) && api.ErrorCode() == "PreconditionFailed":
+			return nil // written by another run, with the same records
+		case errors.As(err, &api) && api.ErrorCode() == "ConditionalRequestConflict" && attempt < 5:
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			}
+			continue
+		}
+		return fmt.Errorf("put s3://%s/%s if absent: %w", r.cfg.Bucket, key, err)
+	}
 }
 
 // remainder is the failure object of the records a replay could not apply,
