@@ -4,6 +4,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // archive declares the archive bucket (what TTL removes from the hot tables)
@@ -36,8 +38,37 @@ func (b *builder) archive() {
 		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 		ServerAccessLogsBucket: accessLogs,
 		ServerAccessLogsPrefix: jsii.String("archive/"),
-		LifecycleRules: &[]*awss3.LifecycleRule{{
-			Id: jsii.String("archive-to-colder-storage"),
+		LifecycleRules:         b.archiveRules(),
+		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE,
+	})
+}
+
+// ArchiveNoncurrentDays is how long a replaced or deleted archive object's
+// previous version is kept.
+const ArchiveNoncurrentDays = 365
+
+// AuditDigestNoncurrentDays is how long a rewritten audit digest's previous
+// version is kept: every audit run rewrites the digests of the days it read,
+// and the digest is a cache the next run rebuilds.
+const AuditDigestNoncurrentDays = 1
+
+// auditDigestPrefix is where `make audit` keeps its archive digest
+// (infra/ops/audit.DigestPrefix).
+const auditDigestPrefix = "audit/digest/"
+
+// archiveRules are the archive bucket's lifecycle: each archived table's
+// prefix moves to colder storage and keeps a replaced version for
+// ArchiveNoncurrentDays; the audit's digest, read on every run, stays in
+// S3 Standard and keeps its previous version a day.
+func (b *builder) archiveRules() *[]*awss3.LifecycleRule {
+	var rules []*awss3.LifecycleRule
+	for _, m := range wiring.Mappings() {
+		if m.Function != wiring.Archiver {
+			continue
+		}
+		rules = append(rules, &awss3.LifecycleRule{
+			Id:     jsii.String("archive-" + m.Table + "-to-colder-storage"),
+			Prefix: jsii.String(m.Table + "/"),
 			Transitions: &[]*awss3.Transition{
 				{
 					StorageClass:    awss3.StorageClass_INFREQUENT_ACCESS(),
@@ -48,13 +79,16 @@ func (b *builder) archive() {
 					TransitionAfter: awscdk.Duration_Days(jsii.Number(float64(b.cfg.ArchiveGlacierAfterDays))),
 				},
 			},
-			NoncurrentVersionExpiration:         awscdk.Duration_Days(jsii.Number(ArchiveNoncurrentDays)),
-			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
-		}},
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE,
+			NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(ArchiveNoncurrentDays)),
+		})
+	}
+	rules = append(rules, &awss3.LifecycleRule{
+		Id:                          jsii.String("audit-digest-keeps-no-old-versions"),
+		Prefix:                      jsii.String(auditDigestPrefix),
+		NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(AuditDigestNoncurrentDays)),
+	}, &awss3.LifecycleRule{
+		Id:                                  jsii.String("abort-incomplete-uploads"),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),
 	})
+	return &rules
 }
-
-// ArchiveNoncurrentDays is how long a replaced or deleted archive object's
-// previous version is kept.
-const ArchiveNoncurrentDays = 365

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
+	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -123,8 +124,8 @@ func TestSearchAlarms(t *testing.T) {
 	}
 }
 
-// TestArchiveVersioned: the archive keeps a replaced or deleted object's
-// previous version for ArchiveNoncurrentDays.
+// TestArchiveVersioned: the archive keeps a replaced or deleted archived
+// object's previous version for ArchiveNoncurrentDays.
 func TestArchiveVersioned(t *testing.T) {
 	for _, name := range stageNames() {
 		s := stages[name]
@@ -135,14 +136,15 @@ func TestArchiveVersioned(t *testing.T) {
 		rules := p["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
 		var kept []any
 		for _, r := range rules {
-			if nc, ok := r.(map[string]any)["NoncurrentVersionExpiration"].(map[string]any); ok {
+			if nc, ok := r.(map[string]any)["NoncurrentVersionExpiration"].(map[string]any); ok && r.(map[string]any)["Prefix"] != audit.DigestPrefix {
 				kept = append(kept, nc["NoncurrentDays"])
 			}
 			if exp, ok := r.(map[string]any)["ExpirationInDays"]; ok {
 				t.Errorf("%s: archive objects expire after %v days, want never", name, exp)
 			}
 		}
-		if d := cmp.Diff([]any{float64(stack.ArchiveNoncurrentDays)}, kept); d != "" {
+		// One rule for each archived table (orders, carts).
+		if d := cmp.Diff([]any{float64(stack.ArchiveNoncurrentDays), float64(stack.ArchiveNoncurrentDays)}, kept); d != "" {
 			t.Errorf("%s: noncurrent versions kept (-want +got):\n%s", name, d)
 		}
 	}
@@ -266,4 +268,45 @@ func mustConfig(t *testing.T, name string) stack.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestArchiveRulesFollowTheirPrefixes: the archive's rules name what they
+// are for. The archived tables' objects move to colder storage and keep a
+// replaced version for ArchiveNoncurrentDays; the audit's digest, which
+// every audit run reads and rewrites, moves nowhere and keeps no old
+// version past a day (a year of hourly audits kept every rewrite).
+func TestArchiveRulesFollowTheirPrefixes(t *testing.T) {
+	var archived []string
+	for _, m := range wiring.Mappings() {
+		if m.Function == wiring.Archiver {
+			archived = append(archived, m.Table+"/")
+		}
+	}
+	for _, name := range stageNames() {
+		s := stages[name]
+		p := props(s.resources("AWS::S3::Bucket")[s.logicalID(s.stack.Archive)])
+		cold, digest := []string{}, 0
+		for _, r := range p["LifecycleConfiguration"].(map[string]any)["Rules"].([]any) {
+			rule := r.(map[string]any)
+			prefix, _ := rule["Prefix"].(string)
+			_, moves := rule["Transitions"]
+			nc, _ := rule["NoncurrentVersionExpiration"].(map[string]any)
+			switch {
+			case prefix == audit.DigestPrefix:
+				digest++
+				if moves || nc == nil || nc["NoncurrentDays"] != float64(stack.AuditDigestNoncurrentDays) {
+					t.Errorf("%s: digest rule %v, want no transition and old versions gone after %d day", name, rule, stack.AuditDigestNoncurrentDays)
+				}
+			case strings.HasPrefix(audit.DigestPrefix, prefix) && (moves || nc != nil):
+				t.Errorf("%s: rule %v (prefix %q) applies to the audit digest too", name, rule["Id"], prefix)
+			case moves:
+				cold = append(cold, prefix)
+			}
+		}
+		slices.Sort(cold)
+		slices.Sort(archived)
+		if d := cmp.Diff(archived, cold); d != "" || digest != 1 {
+			t.Errorf("%s: prefixes moved to colder storage (-want +got):\n%s; digest rules %d, want 1", name, d, digest)
+		}
+	}
 }

@@ -736,14 +736,17 @@ func TestArchiveBucket(t *testing.T) {
 			rules := props(r)["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
 			var classes []string
 			for _, rule := range rules {
-				for _, tr := range rule.(map[string]any)["Transitions"].([]any) {
+				trs, _ := rule.(map[string]any)["Transitions"].([]any)
+				for _, tr := range trs {
 					tr := tr.(map[string]any)
-					classes = append(classes, fmt.Sprintf("%v@%v", tr["StorageClass"], tr["TransitionInDays"]))
+					classes = append(classes, fmt.Sprintf("%v %v@%v", rule.(map[string]any)["Prefix"], tr["StorageClass"], tr["TransitionInDays"]))
 				}
 			}
-			wantClasses := []string{
-				fmt.Sprintf("STANDARD_IA@%d", cfg.ArchiveInfrequentAfterDays),
-				fmt.Sprintf("GLACIER_IR@%d", cfg.ArchiveGlacierAfterDays),
+			var wantClasses []string
+			for _, prefix := range []string{"orders/", "carts/"} {
+				wantClasses = append(wantClasses,
+					fmt.Sprintf("%s STANDARD_IA@%d", prefix, cfg.ArchiveInfrequentAfterDays),
+					fmt.Sprintf("%s GLACIER_IR@%d", prefix, cfg.ArchiveGlacierAfterDays))
 			}
 			if d := cmp.Diff(wantClasses, classes); d != "" {
 				t.Errorf("lifecycle transitions (-want +got):\n%s", d)
