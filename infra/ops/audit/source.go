@@ -126,7 +126,9 @@ func (a *Auditor) source(ctx context.Context, marked func(key string) bool) (*so
 	// was read in the table or is in the archive, or in the archiver's
 	// batches of the failure bucket; if it is in none yet (on its way), its
 	// facts were marked before the markers were read, and a marked fact is
-	// never taken out.
+	// never taken out. Unless its placement was never counted (its record
+	// lost): then this run misses it and the next finds it in the archive
+	// (docs/operations.md).
 	ar, err := a.readArchive(ctx, newArchiveCache(), marked)
 	if err != nil {
 		return nil, err
