@@ -133,7 +133,10 @@ type System struct {
 	APIRouting *apigw.Weighted
 	// Tracing is each function's tracer by name.
 	Tracing map[string]*tracing.Tracing
-	closers []func() error
+	// apiEnvironments runs this tree's API function, one request at a
+	// time an environment, as Lambda does.
+	apiEnvironments *environments
+	closers         []func() error
 }
 
 // Start runs everything and returns when the API answers and the processors poll.
@@ -223,15 +226,31 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 	if tr.On() {
 		db = dynamodb.New(db.Options(), tr.DynamoDB(), tracing.Stamp(tracing.StreamedTables(apiCfg.Tables)...))
 	}
-	h := httpapi.New(httpapi.Deps{
-		Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
-		Cursors: cursor.NewSigner(apiCfg.CursorSecret),
-		Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: &http.Client{Timeout: 5 * time.Second, Transport: tr.Transport(nil)}},
-		Logger:  tracing.Logger(cfg.Logger.With("function", "api")),
-		Metrics: cfg.Metrics,
-		Tracing: tr,
+	search := &http.Client{Timeout: 5 * time.Second, Transport: tr.Transport(nil)}
+	logger := tracing.Logger(cfg.Logger.With("function", "api"))
+	// Each environment builds its handler as functions/api's main does at
+	// its start; the clients' connection pools are shared, which changes
+	// nothing a request can observe.
+	s.apiEnvironments = newEnvironments(func() apigw.Invoker {
+		return httpapi.New(httpapi.Deps{
+			Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
+			Cursors: cursor.NewSigner(apiCfg.CursorSecret),
+			Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: search},
+			Logger:  logger,
+			Metrics: cfg.Metrics,
+			Tracing: tr,
+		})
 	})
-	return h, nil
+	return s.apiEnvironments, nil
+}
+
+// APIEnvironments is how many execution environments the API function has
+// started so far.
+func (s *System) APIEnvironments() int {
+	if s.apiEnvironments == nil {
+		return 0
+	}
+	return s.apiEnvironments.Started()
 }
 
 // tracers builds each function's tracer from the environment, as the

@@ -1,0 +1,81 @@
+package system
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shopstream/shopstream/infra/local/apigw"
+)
+
+// counting is an environment that records how many requests it serves at
+// once, at most.
+type counting struct {
+	now, most atomic.Int32
+	served    atomic.Int32
+	hold      time.Duration
+}
+
+func (c *counting) Handle(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	n := c.now.Add(1)
+	for {
+		m := c.most.Load()
+		if n <= m || c.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(c.hold)
+	c.now.Add(-1)
+	c.served.Add(1)
+	return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
+}
+
+// TestAnEnvironmentServesOneRequestAtATime: concurrent requests each get an
+// environment of their own, as Lambda runs them; requests one after another
+// reuse the environment that is idle.
+func TestAnEnvironmentServesOneRequestAtATime(t *testing.T) {
+	var mu sync.Mutex
+	var built []*counting
+	envs := newEnvironments(func() apigw.Invoker {
+		c := &counting{hold: 20 * time.Millisecond}
+		mu.Lock()
+		built = append(built, c)
+		mu.Unlock()
+		return c
+	})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := envs.Handle(context.Background(), events.APIGatewayV2HTTPRequest{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	started := envs.Started()
+	if started < 2 || started != len(built) {
+		t.Fatalf("8 concurrent requests started %d environments (%d built); want more than one", started, len(built))
+	}
+	for i := range 5 {
+		if _, err := envs.Handle(context.Background(), events.APIGatewayV2HTTPRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if envs.Started() != started {
+			t.Fatalf("request %d after the others started an environment while %d were idle", i, started)
+		}
+	}
+	served := int32(0)
+	for i, c := range built {
+		if m := c.most.Load(); m != 1 {
+			t.Errorf("environment %d served %d requests at once", i, m)
+		}
+		served += c.served.Load()
+	}
+	if served != 13 {
+		t.Errorf("%d requests served, want 13", served)
+	}
+}
