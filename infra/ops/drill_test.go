@@ -296,6 +296,15 @@ func (d *drill) fault(table, op, code string) {
 	}
 }
 
+// faultTimes makes the next n requests of op on table fail with code.
+func (d *drill) faultTimes(table, op, code string, n int) {
+	d.t.Helper()
+	body := map[string]any{"table": d.prefix + table, "operation": op, "code": code, "times": n}
+	if got, b := d.http("POST", d.sys.DynamoDBURL+"/_local/faults", "", body); got/100 != 2 {
+		d.t.Fatalf("inject fault: %d %s", got, b)
+	}
+}
+
 func (d *drill) clearFaults() {
 	d.t.Helper()
 	if got, b := d.http("DELETE", d.sys.DynamoDBURL+"/_local/faults", "", nil); got/100 != 2 {

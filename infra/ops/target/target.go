@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
@@ -211,18 +214,40 @@ func (t *Target) String() string {
 	return "stage " + t.Stage
 }
 
-// DynamoDB returns a client for the target's tables.
+// DynamoDB returns a client for the target's tables, patient with
+// throttling (Patient).
 func (t *Target) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(t.AWS, func(o *dynamodb.Options) {
+		o.Retryer = Patient()
 		if t.DynamoDBURL != "" {
 			o.BaseEndpoint = aws.String(t.DynamoDBURL)
 		}
 	})
 }
 
+// PatientAttempts is how often an operator command's call is tried.
+const PatientAttempts = 12
+
+// Patient is the retryer of the operator commands' clients. The audit and
+// the reindex scan whole tables at the cap a stage sets on them (maximum
+// throughput), and S3 answers SlowDown under a burst: with the SDK's
+// default 3 attempts, and its retry quota, which refuses retries once
+// throttles outnumber successes, one page throttled three times ended a
+// run of hours with exit 2. Here a call is tried PatientAttempts times,
+// backing off up to 20 s, with no quota: a run slows down to what the
+// table gives instead of failing.
+func Patient() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = PatientAttempts
+		o.MaxBackoff = 20 * time.Second
+		o.RateLimiter = ratelimit.None
+	})
+}
+
 // S3 returns a client for the target's buckets (path-style locally).
 func (t *Target) S3() *s3.Client {
 	return s3.NewFromConfig(t.AWS, func(o *s3.Options) {
+		o.Retryer = Patient()
 		if t.S3URL != "" {
 			o.BaseEndpoint = aws.String(t.S3URL)
 			o.UsePathStyle = true
