@@ -209,6 +209,9 @@ func start(ctx context.Context, opts Options, jarDir, classDir string) (*Process
 		"-Djava.library.path=" + filepath.Join(jarDir, "DynamoDBLocal_lib"),
 		"-cp", classDir + string(os.PathListSeparator) + filepath.Join(jarDir, "DynamoDBLocal.jar"), "LoopbackLauncher",
 		"-port", strconv.Itoa(port), "-sharedDb", "-disableTelemetry",
+		// Its default, "*", lets any web page's script call it (CORS);
+		// only the front calls it, and sends no Origin.
+		"-cors", "https://no-page.invalid",
 	}
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/ddblocal"
+	"github.com/shopstream/shopstream/infra/local/loopback"
 	"github.com/shopstream/shopstream/infra/local/otlp"
 	"github.com/shopstream/shopstream/infra/local/s3server"
 	"github.com/shopstream/shopstream/infra/local/search"
@@ -192,8 +193,13 @@ func sub(dir, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// serve listens on addr (a free 127.0.0.1 port when empty) and returns the URL.
+// serve listens on addr (a free 127.0.0.1 port when empty) and returns the
+// URL. The stack's own services answer no web page (loopback.Only).
 func (s *Stack) serve(addr string, h http.Handler) (string, error) {
+	return s.listen(addr, loopback.Only(h, false))
+}
+
+func (s *Stack) listen(addr string, h http.Handler) (string, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -223,7 +229,11 @@ func (s *Stack) DynamoDBLocalPid() int {
 }
 
 // Serve adds another endpoint (the API, for instance) that Close stops too.
-func (s *Stack) Serve(addr string, h http.Handler) (string, error) { return s.serve(addr, h) }
+// A page may call it (the API, as a shop's pages do), but only under a
+// loopback name: a rebound one is refused.
+func (s *Stack) Serve(addr string, h http.Handler) (string, error) {
+	return s.listen(addr, loopback.Only(h, true))
+}
 
 // Close stops every endpoint and DynamoDB Local.
 func (s *Stack) Close() error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/infra/local/endpoints"
@@ -84,5 +85,52 @@ func BenchmarkStart(b *testing.B) {
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestNoWebPageReachesTheStack: a page open in the developer's browser can
+// send requests to 127.0.0.1. The stack's ports refuse them (an Origin, a
+// cross-site fetch, a preflight, a rebound name), and DynamoDB Local behind
+// the front allows no page's origin; an SDK's request still passes.
+func TestNoWebPageReachesTheStack(t *testing.T) {
+	st := stacktest.Stack(t)
+	send := func(method, url string, header map[string]string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			if k == "Host" {
+				req.Host = v
+				continue
+			}
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	page := map[string]string{"Origin": "https://evil.example", "X-Amz-Target": "DynamoDB_20120810.ListTables", "Content-Type": "application/x-amz-json-1.0"}
+	for name, url := range map[string]string{"dynamodb": st.DynamoDBURL + "/", "faults": st.DynamoDBURL + "/_local/faults", "s3": st.S3URL + "/", "search": st.SearchURL + "/"} {
+		if resp := send("POST", url, page); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: a page's request got %d, want 403", name, resp.StatusCode)
+		}
+		if resp := send("OPTIONS", url, map[string]string{"Access-Control-Request-Method": "POST"}); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: a preflight got %d, want 403", name, resp.StatusCode)
+		}
+		if resp := send("GET", url, map[string]string{"Host": "rebound.evil.example"}); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: a rebound name got %d, want 403", name, resp.StatusCode)
+		}
+	}
+	if _, err := stacktest.DynamoDB(t).ListTables(context.Background(), &dynamodb.ListTablesInput{}); err != nil {
+		t.Errorf("an SDK's request: %v", err)
+	}
+	resp := send("OPTIONS", st.Upstream()+"/", map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-amz-target"})
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); got == "*" || got == "https://evil.example" {
+		t.Errorf("DynamoDB Local allows the origin of a page: Access-Control-Allow-Origin %q", got)
 	}
 }
