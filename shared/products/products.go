@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/text"
 )
 
 // Limits of product fields.
@@ -115,8 +116,8 @@ type Patch struct {
 // Validate returns an errcode.Invalid error listing every invalid field.
 func (n New) Validate() error {
 	var f errcode.Fields
-	checkText(&f, "name", n.Name, MaxNameLen, true)
-	checkText(&f, "description", n.Description, MaxDescriptionLen, false)
+	checkText(&f, "name", n.Name, MaxNameLen, true, text.Line)
+	checkText(&f, "description", n.Description, MaxDescriptionLen, false, text.Block)
 	checkCategory(&f, n.Category)
 	checkNumber(&f, "priceCents", n.PriceCents, MaxPriceCents, true)
 	checkNumber(&f, "stock", n.Stock, MaxStock, true)
@@ -137,10 +138,10 @@ func (p Patch) Validate() error {
 		f.Add("stockDelta", "must be from %d to %d", -MaxStock, MaxStock)
 	}
 	if p.Name != nil {
-		checkText(&f, "name", *p.Name, MaxNameLen, true)
+		checkText(&f, "name", *p.Name, MaxNameLen, true, text.Line)
 	}
 	if p.Description != nil {
-		checkText(&f, "description", *p.Description, MaxDescriptionLen, false)
+		checkText(&f, "description", *p.Description, MaxDescriptionLen, false, text.Block)
 	}
 	if p.Category != nil {
 		checkCategory(&f, *p.Category)
@@ -159,7 +160,9 @@ func ValidCategory(c string) bool {
 	return len(f) == 0
 }
 
-func checkText(f *errcode.Fields, field, v string, max int, required bool) {
+// checkText checks v as field: present when required, UTF-8 of at most max
+// characters, and as rule (text.Line or text.Block) says.
+func checkText(f *errcode.Fields, field, v string, max int, required bool, rule func(string) string) {
 	switch {
 	case required && strings.TrimSpace(v) == "":
 		f.Add(field, "is required")
@@ -167,6 +170,8 @@ func checkText(f *errcode.Fields, field, v string, max int, required bool) {
 		f.Add(field, "is not valid UTF-8")
 	case utf8.RuneCountInString(v) > max:
 		f.Add(field, "is longer than %d characters", max)
+	case rule(v) != "":
+		f.Add(field, "%s", rule(v))
 	}
 }
 
@@ -178,6 +183,8 @@ func checkCategory(f *errcode.Fields, c string) {
 		f.Add("category", "is longer than %d bytes", MaxCategoryLen)
 	case c != strings.TrimSpace(c) || !utf8.ValidString(c):
 		f.Add("category", "must be trimmed UTF-8 text")
+	case text.Line(c) != "":
+		f.Add("category", "%s", text.Line(c))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/text"
 )
 
 // Limits of review fields.
@@ -57,12 +58,16 @@ func (in Input) Validate() error {
 		f.Add("title", "is not valid UTF-8")
 	case utf8.RuneCountInString(in.Title) > MaxTitleLen:
 		f.Add("title", "is longer than %d characters", MaxTitleLen)
+	case text.Line(in.Title) != "":
+		f.Add("title", "%s", text.Line(in.Title))
 	}
 	switch {
 	case !utf8.ValidString(in.Body):
 		f.Add("body", "is not valid UTF-8")
 	case utf8.RuneCountInString(in.Body) > MaxBodyLen:
 		f.Add("body", "is longer than %d characters", MaxBodyLen)
+	case text.Block(in.Body) != "":
+		f.Add("body", "%s", text.Block(in.Body))
 	}
 	return f.Err()
 }

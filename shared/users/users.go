@@ -14,6 +14,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/text"
 )
 
 // Limits of user fields.
@@ -155,6 +156,8 @@ func checkName(f *errcode.Fields, name string) {
 		f.Add("name", "is not valid UTF-8")
 	case utf8.RuneCountInString(n) > MaxNameLen:
 		f.Add("name", "is longer than %d characters", MaxNameLen)
+	case text.Line(n) != "":
+		f.Add("name", "%s", text.Line(n))
 	}
 }
 
