@@ -217,7 +217,7 @@ func classify(err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
-		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "TransactionConflictException",
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "TransactionConflictException", "TransactionInProgressException",
 			"InternalServerError", "ServiceUnavailable", "LimitExceededException":
 			return unavailable(err)
 		case "ValidationException":

@@ -308,6 +308,13 @@ func cancellationOf(codes []string) *refusal {
 	}}
 }
 
+// inProgressRefusal answers a transaction whose ClientRequestToken is that
+// of one still in progress (TransactWriteItems, API reference, errors).
+var inProgressRefusal = &refusal{status: 400, body: map[string]any{
+	"__type":  "com.amazonaws.dynamodb.v20120810#TransactionInProgressException",
+	"message": "The transaction with the given request token is already in progress.",
+}}
+
 var conflictRefusal = &refusal{status: 400, body: map[string]any{
 	"__type":  "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
 	"message": "Transaction is ongoing for the item",
@@ -385,9 +392,16 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 	conflicted := false
 	for i, r := range refs {
 		codes[i] = reasonNone
-		// The SDK's retry of a transaction carries its ClientRequestToken:
-		// it is the same transaction, not a rival.
-		if h := l.txItems[r.id]; h.count > 0 && (h.token == "" || h.token != token) {
+		h := l.txItems[r.id]
+		if h.count > 0 && token != "" && h.token == token {
+			// The same transaction again (its client gave up waiting
+			// for the first attempt, which is still unanswered): AWS
+			// refuses it, and the SDK retries it as a throttle; once
+			// the first answered, the token replays its outcome.
+			l.mu.Unlock()
+			return nil, inProgressRefusal
+		}
+		if h.count > 0 {
 			codes[i], conflicted = reasonConflict, true
 		}
 	}

@@ -397,3 +397,53 @@ func TestPartiQLWriteThroughput(t *testing.T) {
 		t.Errorf("batch of hot inserts only: got %+v, %v; want its statement refused", out, err)
 	}
 }
+
+// A TransactWriteItems sent again with the token of one still in progress
+// (its client gave up waiting) is refused with TransactionInProgressException,
+// as AWS refuses it ("TransactWriteItems", API reference: errors), not run
+// beside the first; once the first answered, the token replays its outcome.
+func TestSameTokenWhileInProgress(t *testing.T) {
+	const window = 2 * time.Second
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Limits: ddbfront.Limits{TxWindow: window}})
+	db := st.DynamoDB()
+	table := stacktest.Prefix(t) + "tokens"
+	createTable(t, db, table, "")
+	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("order-1"), TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+		TableName: aws.String(table), Key: key("a", 1),
+		UpdateExpression: aws.String("ADD n :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+	}}}}
+	first := make(chan error, 1)
+	go func() {
+		_, err := db.TransactWriteItems(ctx(t), in, noRetry)
+		first <- err
+	}()
+	// The first is in progress once a read of its item conflicts.
+	deadline := time.Now().Add(window / 2)
+	for {
+		_, err := db.TransactGetItems(ctx(t), &dynamodb.TransactGetItemsInput{TransactItems: []types.TransactGetItem{
+			{Get: &types.Get{TableName: aws.String(table), Key: key("a", 1)}},
+		}}, noRetry)
+		if slices.Equal(reasonCodes(err), []string{"TransactionConflict"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read of the first transaction's item: got %v, want a TransactionConflict", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := db.TransactWriteItems(ctx(t), in, noRetry)
+	var tip *types.TransactionInProgressException
+	if !errors.As(err, &tip) {
+		t.Fatalf("the same token while the first is in progress: got %v, want TransactionInProgressException", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	if _, err := db.TransactWriteItems(ctx(t), in, noRetry); err != nil {
+		t.Fatalf("the same token once the first answered: %v", err)
+	}
+	out, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("a", 1), ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item["n"].(*types.AttributeValueMemberN).Value != "1" {
+		t.Fatalf("n: got %v, %v; want 1 (one transaction applied)", out.Item, err)
+	}
+}
