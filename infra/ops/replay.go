@@ -11,6 +11,7 @@ import (
 	"github.com/shopstream/shopstream/infra/ops/replay"
 	"github.com/shopstream/shopstream/infra/ops/target"
 	"github.com/shopstream/shopstream/infra/streamfunctions"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // replayCommand runs `make replay`: locally through the same in-process
@@ -40,6 +41,7 @@ func replayCommand(ctx context.Context, t *target.Target, args []string, e env) 
 		return err
 	}
 	_, err = replay.Run(ctx, replay.Config{Store: t.S3(), Bucket: t.FailureBucket, Invoker: inv, Target: t,
+		Products: t.DynamoDB(), ProductsTable: t.Tables[tables.Products],
 		Mapping: *mapping, Concurrency: *concurrency, Out: e.stdout, Logger: e.logger})
 	return err
 }

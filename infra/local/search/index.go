@@ -39,10 +39,9 @@ const (
 	fieldMeta       = "_meta"
 	fieldFieldNames = "_field_names"
 
-	keyMeta       = "shopstream.meta"
-	keyMapping    = "shopstream.mapping"
-	keyTombstones = "shopstream.tombstones"
-	keySeqNo      = "shopstream.seq_no"
+	keyMeta    = "shopstream.meta"
+	keyMapping = "shopstream.mapping"
+	keySeqNo   = "shopstream.seq_no"
 )
 
 // Defaults of index settings.
@@ -261,13 +260,12 @@ func openIndex(name, path string, logger *slog.Logger) (*index, error) {
 			m.Props = map[string]*fieldDef{}
 		}
 	}
-	if tb, err := bi.GetInternal([]byte(keyTombstones)); err != nil {
-		return fail(fmt.Errorf("open index %s: read tombstones: %w", name, err))
-	} else if tb != nil {
-		if err := json.Unmarshal(tb, &ix.tombstones); err != nil {
-			return fail(fmt.Errorf("open index %s: decode tombstones: %w", name, err))
-		}
-	}
+	// The tombstones of deletes are not brought back: OpenSearch keeps them
+	// in memory only (its engine's live version map), so a restart, or a
+	// shard moved to another node, forgets every delete the last flush
+	// wrote, whatever index.gc_deletes says (elastic/elasticsearch#101178).
+	// Locally a restart forgets them all, which is no kinder.
+	ix.tombstones = map[string]tombstone{}
 	if sb, err := bi.GetInternal([]byte(keySeqNo)); err != nil {
 		return fail(fmt.Errorf("open index %s: read sequence number: %w", name, err))
 	} else if len(sb) == 8 {

@@ -113,7 +113,10 @@ func TestSurvivesKill(t *testing.T) {
 	if err != nil || doc.Version != 299 {
 		t.Errorf("k199 after kill: got v%d %v, want v299", doc.Version, err)
 	}
-	if got := itemOf(t, h.bulk(t, "products", `{"index":{"_id":"k0","version":999,"version_type":"external"}}`+"\n{}\n").Items[0]).Status; got != http.StatusConflict {
-		t.Errorf("tombstone after kill: got %v, want %v", got, http.StatusConflict)
+	// The delete of k0 is forgotten, as OpenSearch forgets the deletes a
+	// restarted or moved shard had flushed (its tombstones live in memory):
+	// an older version of it is a document again.
+	if got := itemOf(t, h.bulk(t, "products", `{"index":{"_id":"k0","version":999,"version_type":"external"}}`+"\n{}\n").Items[0]).Status; got != http.StatusCreated {
+		t.Errorf("write of k0 at a version below its delete, after a kill: got %v, want %v (the tombstone forgotten)", got, http.StatusCreated)
 	}
 }

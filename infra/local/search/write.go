@@ -388,13 +388,6 @@ func (w *writer) commit() error {
 			delete(tombs, id)
 		}
 	}
-	if tombsChanged {
-		tb, err := json.Marshal(tombs)
-		if err != nil {
-			return fmt.Errorf("index %s: encode tombstones: %w", ix.name, err)
-		}
-		w.batch.SetInternal([]byte(keyTombstones), tb)
-	}
 	if w.mapped {
 		mb, err := json.Marshal(w.m)
 		if err != nil {

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -227,4 +231,73 @@ func awsShaped(t *testing.T) ([]byte, failures.Object) {
 		t.Fatal(err)
 	}
 	return body, o
+}
+
+// products is a products table holding the ids in it.
+type products map[string]bool
+
+func (p products) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]ddbtypes.AttributeValue{}}
+	for table, ka := range in.RequestItems {
+		if !aws.ToBool(ka.ConsistentRead) {
+			return nil, errors.New("read eventually consistent: a product just deleted may still be found")
+		}
+		for _, k := range ka.Keys {
+			id := k["productId"].(*ddbtypes.AttributeValueMemberS).Value
+			if p[id] {
+				out.Responses[table] = append(out.Responses[table], map[string]ddbtypes.AttributeValue{"productId": &ddbtypes.AttributeValueMemberS{Value: id}})
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestIndexerReplayOfADeletedProductAsksForAReindex: a search domain keeps
+// a delete's tombstone in memory only, so a restart or a moved shard forgets
+// it well before gc_deletes. A replayed indexer batch that writes a product
+// deleted since may make it a document again, whatever the batch's age: the
+// replay reads the products it wrote and says "run make reindex" when one is
+// gone. A batch whose products all exist, or that only deletes, does not.
+func TestIndexerReplayOfADeletedProductAsksForAReindex(t *testing.T) {
+	_, o := awsShaped(t)
+	var m wiring.Mapping
+	for _, w := range wiring.Mappings() {
+		if w.Function == wiring.StreamIndexer {
+			m = w
+		}
+	}
+	written := o.Payload.Records[0]
+	written.EventName = "MODIFY"
+	written.Change.Keys = map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute("p-gone")}
+	removed := written
+	removed.EventName = "REMOVE"
+	kept := written
+	kept.Change.Keys = map[string]events.DynamoDBAttributeValue{"productId": events.NewStringAttribute("p-kept")}
+	for _, c := range []struct {
+		name    string
+		records []events.DynamoDBEventRecord
+		reindex bool
+	}{
+		{"writes a deleted product", []events.DynamoDBEventRecord{kept, written}, true},
+		{"writes products that exist", []events.DynamoDBEventRecord{kept}, false},
+		{"deletes only", []events.DynamoDBEventRecord{removed}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj := o
+			obj.Payload.Records = c.records
+			var out strings.Builder
+			bucket := &memBucket{objects: map[string][]byte{}, tagged: map[string]bool{}}
+			now := obj.Oldest().Add(time.Minute) // young: well inside gc_deletes
+			r := &run{cfg: Config{Store: bucket, Bucket: "failures", Out: &out, Now: func() time.Time { return now },
+				Products: products{"p-kept": true}, ProductsTable: "products"}}
+			key := failures.NewKey(failures.LocalMappingID(m.Name), obj.Batch.ShardID, now).String()
+			got, err := r.finish(context.Background(), &loaded{key: key, m: m, o: obj}, driven{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.forgotten != c.reindex || strings.Contains(out.String(), "make reindex") != c.reindex {
+				t.Errorf("asks for a reindex: %v, report %q; want %v", got.forgotten, out.String(), c.reindex)
+			}
+		})
+	}
 }

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,11 +24,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/shopstream/shopstream/infra/ops/target"
+	"github.com/shopstream/shopstream/shared/ddbcall"
 	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/productsearch"
 	"github.com/shopstream/shopstream/shared/wiring"
@@ -79,6 +83,10 @@ type Config struct {
 	// MaxPayload bounds the records of one invocation, in bytes of their
 	// JSON (default 5 MB: Lambda's synchronous payload is 6 MB).
 	MaxPayload int
+	// Products reads ProductsTable, to find the products a replayed search
+	// indexer batch wrote that are deleted since (nil: not checked).
+	Products      ddbcall.BatchGetter
+	ProductsTable string
 	// Out receives the report, one line per object and a summary.
 	Out    io.Writer
 	Logger *slog.Logger
@@ -100,9 +108,10 @@ type Result struct {
 	Foreign int
 	// Records, Succeeded and Failed count the replayed records.
 	Records, Succeeded, Failed int
-	// Reindex counts the indexer's objects replayed with records older than
-	// the index remembers deletes: they may have brought back documents of
-	// products deleted since, which `make reindex` removes.
+	// Reindex counts the indexer's objects replayed that wrote products
+	// deleted since (or, with no products table to check, held records
+	// older than the index remembers deletes): they may have brought back
+	// documents of deleted products, which `make reindex` removes.
 	Reindex int
 }
 
@@ -233,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	fmt.Fprintf(cfg.Out, "replay: %d failure objects (%d replayed before); %d replayed: %d records, %d succeeded, %d still failing; %d skipped; %d foreign objects\n",
 		res.Objects, res.Done, res.Replayed, res.Records, res.Succeeded, res.Failed, res.Skipped, res.Foreign)
 	if res.Reindex > 0 {
-		fmt.Fprintf(cfg.Out, "replay: %d search indexer objects held records older than the index remembers deletes (%s): run make reindex, which removes the documents of products deleted since\n", res.Reindex, productsearch.DeleteMemory)
+		fmt.Fprintf(cfg.Out, "replay: %d search indexer objects wrote products deleted since (or, unchecked, held records older than the index remembers deletes, %s): run make reindex, which removes the documents of products deleted since\n", res.Reindex, productsearch.DeleteMemory)
 	}
 	if aborted != nil {
 		return res, fmt.Errorf("replay stopped: %w", aborted)
@@ -536,6 +545,15 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 		marker.Remainder = rk
 		detail += fmt.Sprintf(", %d still failing (%s), kept in %s", len(d.failed), d.reason, rk)
 	}
+	// Before the marker: a check that could not run leaves the object to
+	// the next run, which checks again.
+	gone := 0
+	if m.Function == wiring.StreamIndexer {
+		var err error
+		if gone, err = r.goneProducts(ctx, o.Payload.Records); err != nil {
+			return outcome{}, fmt.Errorf("%s: %w", key, err)
+		}
+	}
 	mb, err := json.Marshal(marker)
 	if err != nil {
 		return outcome{}, err
@@ -553,14 +571,59 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	if out.failed > 0 {
 		status = "failing"
 	}
-	if m.Function == wiring.StreamIndexer && !o.Oldest().IsZero() && r.cfg.Now().Sub(o.Oldest()) > productsearch.DeleteMemory {
-		// Its writes may be of products deleted since, whose deletes the
-		// index no longer remembers: they are documents again.
+	switch {
+	case gone > 0:
+		// A delete's tombstone lives gc_deletes at most, and in the
+		// domain's memory only: a restart or a moved shard forgets it.
+		// The replayed write of a product deleted since may be its
+		// document again.
+		out.forgotten = true
+		detail += fmt.Sprintf("; %d of its products are deleted since, and the index may have forgotten their deletes: run make reindex", gone)
+	case m.Function == wiring.StreamIndexer && r.cfg.Products == nil && !o.Oldest().IsZero() && r.cfg.Now().Sub(o.Oldest()) > productsearch.DeleteMemory:
+		// Not checked against the table: its writes may be of products
+		// deleted since, whose deletes the index no longer remembers.
 		out.forgotten = true
 		detail += fmt.Sprintf("; records older than the index remembers deletes (%s): run make reindex", productsearch.DeleteMemory)
 	}
 	r.line(status, m.Name, key, detail)
 	return out, nil
+}
+
+// goneProducts counts the products that recs write (an INSERT or a MODIFY)
+// and that a strongly consistent read no longer finds in the products table.
+func (r *run) goneProducts(ctx context.Context, recs []events.DynamoDBEventRecord) (int, error) {
+	if r.cfg.Products == nil {
+		return 0, nil
+	}
+	written := map[string]bool{}
+	for _, rec := range recs {
+		if rec.EventName == "REMOVE" {
+			continue
+		}
+		if id := rec.Change.Keys["productId"]; id.DataType() == events.DataTypeString {
+			written[id.String()] = true
+		}
+	}
+	ids := slices.Sorted(maps.Keys(written))
+	for len(ids) > 0 {
+		n := min(len(ids), 100)
+		keys := make([]map[string]ddbtypes.AttributeValue, n)
+		for i, id := range ids[:n] {
+			keys[i] = map[string]ddbtypes.AttributeValue{"productId": &ddbtypes.AttributeValueMemberS{Value: id}}
+		}
+		req := map[string]ddbtypes.KeysAndAttributes{r.cfg.ProductsTable: {Keys: keys, ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("productId")}}
+		err := ddbcall.BatchGet(ctx, r.cfg.Products, req, ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: time.Second}, func(_ string, item map[string]ddbtypes.AttributeValue) error {
+			if id, ok := item["productId"].(*ddbtypes.AttributeValueMemberS); ok {
+				delete(written, id.Value)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("read the products its records write: %w", err)
+		}
+		ids = ids[n:]
+	}
+	return len(written), nil
 }
 
 // tagReplayed tags a replayed object so that the bucket's lifecycle may
