@@ -93,6 +93,16 @@ func TestOpsExitStatusForScripts(t *testing.T) {
 		}
 	})
 
+	t.Run("help needs no stack", func(t *testing.T) {
+		port := closedPort(t)
+		for _, cmd := range []string{"audit", "replay", "reindex", "migrate", "admin"} {
+			code, out := runOps(t, bin, map[string]string{"DYNAMODB_PORT": port, "S3_PORT": port, "SEARCH_PORT": port}, cmd, "-h")
+			if code != 0 || !strings.Contains(out, "Usage of "+cmd) || strings.Contains(out, "not answering") {
+				t.Errorf("%s -h with no stack running: exit %d, %q; want 0 and its flags", cmd, code, out)
+			}
+		}
+	})
+
 	d := startDrill(t, drillOptions{})
 	env := map[string]string{}
 	getenv := d.getenv()

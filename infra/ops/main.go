@@ -18,6 +18,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,6 +69,14 @@ func run(ctx context.Context, args []string, e env) int {
 		if c.name != args[0] {
 			continue
 		}
+		if asksHelp(args[1:]) {
+			// Every command parses its flags before it touches the
+			// target: its help needs no stack and no stage.
+			if err := c.run(ctx, nil, args[1:], e); errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
 		t, err := target.Resolve(ctx, e.getenv)
 		if err != nil {
 			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
@@ -92,6 +101,19 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 	usage(e.stdout)
 	return 2
+}
+
+// asksHelp says whether args ask for a command's flags (-h, -help).
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "--h":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer) {

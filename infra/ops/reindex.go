@@ -52,7 +52,11 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 // searchClient reaches the target's search endpoint, SigV4-signed (service
 // es) on a stage, as the indexer does.
 func searchClient(t *target.Target) (*opensearch.Client, error) {
-	cfg := opensearch.Config{Addresses: []string{t.SearchURL}, Transport: &http.Transport{ResponseHeaderTimeout: 30 * time.Second}}
+	// The default transport's proxy settings (HTTPS_PROXY) and dial and TLS
+	// timeouts, as the SDK's clients have them, with a bound on the answer.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = 30 * time.Second
+	cfg := opensearch.Config{Addresses: []string{t.SearchURL}, Transport: tr}
 	if t.SearchSigned {
 		signer, err := requestsigner.NewSignerWithService(t.AWS, "es")
 		if err != nil {

@@ -49,6 +49,12 @@ func do(t *testing.T, req *http.Request) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// signedClaims is an HS256 token of claims, signed with the test's secret.
+func signedClaims(claims string) string {
+	h := b64.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + b64.EncodeToString([]byte(claims))
+	return h + "." + b64.EncodeToString(sign(secret, h))
+}
+
 func forge(claims string) string {
 	h := b64.EncodeToString([]byte(`{"alg":"none"}`))
 	return h + "." + b64.EncodeToString([]byte(claims)) + "."
@@ -98,9 +104,18 @@ func TestUnauthorizedSaysWhy(t *testing.T) {
 	t.Cleanup(srv.Close)
 	expired, _ := Token(secret, "u1", false, -time.Minute)
 	other, _ := Token([]byte("another-secret"), "u1", false, time.Hour)
+	// Signed with the stack's key, but for another app or from another
+	// issuer: API Gateway's authorizer checks iss and aud (or client_id
+	// when there is no aud) against its configuration.
+	otherAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"`+Issuer+`","aud":"another-app"}`)
+	otherIss := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"https://elsewhere.example","aud":"`+Audience+`"}`)
+	noAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"`+Issuer+`"}`)
 	for _, tt := range []struct {
 		name, auth, challenge, reason string
 	}{
+		{"another audience", "Bearer " + otherAud, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid audience"`, "the token does not have a valid audience"},
+		{"no audience", "Bearer " + noAud, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid audience"`, "the token does not have a valid audience"},
+		{"another issuer", "Bearer " + otherIss, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid issuer"`, "the token does not have a valid issuer"},
 		{"no token", "", `Bearer scope=""`, "no bearer token in the Authorization header"},
 		{"basic", "Basic dTE6cHc=", `Bearer scope=""`, "no bearer token in the Authorization header"},
 		{"expired", "Bearer " + expired, `Bearer scope="" error="invalid_token" error_description="the token has expired"`, "the token has expired"},

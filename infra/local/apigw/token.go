@@ -27,6 +27,15 @@ type Claims struct {
 	Admin      bool
 }
 
+// Issuer and Audience are what the local authorizer requires of a token's
+// iss and aud (or client_id, when it has no aud), as a deployed stage's JWT
+// authorizer requires its user pool's issuer and its app client's id; dev
+// tokens carry them.
+const (
+	Issuer   = "https://shopstream.local/issuer"
+	Audience = "shopstream-local"
+)
+
 // DefaultEmail is the email claim of a dev token that names none.
 func DefaultEmail(sub string) string { return sub + "@example.com" }
 
@@ -43,7 +52,7 @@ func TokenFor(secret []byte, c Claims, ttl time.Duration) (string, error) {
 		return "", errors.New("token: sub is required")
 	}
 	now := time.Now()
-	claims := map[string]any{"sub": c.Sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "token_use": "id"}
+	claims := map[string]any{"sub": c.Sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "token_use": "id", "iss": Issuer, "aud": Audience}
 	if !c.NoEmail {
 		claims["email"] = cmp.Or(c.Email, DefaultEmail(c.Sub))
 		claims["email_verified"] = !c.Unverified
@@ -58,6 +67,28 @@ func TokenFor(secret []byte, c Claims, ttl time.Duration) (string, error) {
 	}
 	signing := b64.EncodeToString(head) + "." + b64.EncodeToString(body)
 	return signing + "." + b64.EncodeToString(sign(secret, signing)), nil
+}
+
+// forAudience says whether a token's aud (a string or a list), or its
+// client_id when it has no aud, names Audience: API Gateway evaluates aud
+// when both are there ("Troubleshooting issues with HTTP API JWT
+// authorizers", API Gateway developer guide).
+func forAudience(claims map[string]any) bool {
+	switch aud := claims["aud"].(type) {
+	case string:
+		return aud == Audience
+	case []any:
+		for _, a := range aud {
+			if a == Audience {
+				return true
+			}
+		}
+		return false
+	case nil:
+		id, _ := claims["client_id"].(string)
+		return id == Audience
+	}
+	return false
 }
 
 func sign(secret []byte, s string) []byte {
@@ -105,6 +136,12 @@ func verify(secret []byte, tok string, now time.Time) (map[string]string, error)
 		if n, err := nbf.Int64(); err != nil || now.Unix() < n {
 			return nil, errors.New("the token is not valid yet")
 		}
+	}
+	if iss, _ := claims["iss"].(string); iss != Issuer {
+		return nil, errors.New("the token does not have a valid issuer")
+	}
+	if !forAudience(claims) {
+		return nil, errors.New("the token does not have a valid audience")
 	}
 	out := make(map[string]string, len(claims))
 	for k, v := range claims {
