@@ -107,9 +107,9 @@ func TestUnauthorizedSaysWhy(t *testing.T) {
 	// Signed with the stack's key, but for another app or from another
 	// issuer: API Gateway's authorizer checks iss and aud (or client_id
 	// when there is no aud) against its configuration.
-	otherAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"`+Issuer+`","aud":"another-app"}`)
-	otherIss := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"https://elsewhere.example","aud":"`+Audience+`"}`)
-	noAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"`+Issuer+`"}`)
+	otherAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"` + Issuer + `","aud":"another-app"}`)
+	otherIss := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"https://elsewhere.example","aud":"` + Audience + `"}`)
+	noAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"` + Issuer + `"}`)
 	for _, tt := range []struct {
 		name, auth, challenge, reason string
 	}{
