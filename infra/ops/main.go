@@ -70,9 +70,10 @@ func run(ctx context.Context, args []string, e env) int {
 			continue
 		}
 		if asksHelp(args[1:]) {
-			// Every command parses its flags before it touches the
-			// target: its help needs no stack and no stage.
-			if err := c.run(ctx, nil, args[1:], e); errors.Is(err, flag.ErrHelp) {
+			// Every command parses its flags before it reaches the
+			// target: its help needs no stack and no stage, only the
+			// stage's name (some defaults differ on a stage).
+			if err := c.run(ctx, &target.Target{Stage: e.getenv("STAGE")}, args[1:], e); errors.Is(err, flag.ErrHelp) {
 				return 0
 			}
 			return 2
