@@ -426,3 +426,23 @@ func (d *drill) doc(productID string) string {
 	json.Unmarshal(r.Source, &src)
 	return fmt.Sprintf("v%v units=%v reviews=%v rating=%v", src["version"], src["unitsSold"], src["reviewCount"], src["ratingAverage"])
 }
+
+// s3Fault makes the next n requests of op on the stack's bucket fail with
+// S3's code; s3Faults lists those still in force.
+func (d *drill) s3Fault(bucket, op, code string, n int) {
+	d.t.Helper()
+	body := map[string]any{"bucket": bucket, "operation": op, "code": code, "times": n}
+	if got, b := d.http("POST", d.sys.S3URL+"/_local/faults", "", body); got/100 != 2 {
+		d.t.Fatalf("inject s3 fault: %d %s", got, b)
+	}
+}
+
+func (d *drill) s3Faults() []map[string]any {
+	d.t.Helper()
+	got, b := d.http("GET", d.sys.S3URL+"/_local/faults", "", nil)
+	var active []map[string]any
+	if got != 200 || json.Unmarshal(b, &active) != nil {
+		d.t.Fatalf("s3 faults: %d %s", got, b)
+	}
+	return active
+}

@@ -46,7 +46,7 @@ func New(dir string, buckets ...string) (*Server, error) {
 		_ = s.closer()
 		return nil, err
 	}
-	s.handler = tags
+	s.handler = &faulting{next: tags}
 	objects := s.closer
 	s.closer = func() error { return errors.Join(tags.close(), objects()) }
 	for _, name := range buckets {
