@@ -446,3 +446,22 @@ func (d *drill) s3Faults() []map[string]any {
 	}
 	return active
 }
+
+// searchRejects makes the search service reject the next n bulk actions
+// (429); searchRejectsLeft says how many are left.
+func (d *drill) searchRejects(n int) {
+	d.t.Helper()
+	if got, b := d.http("POST", d.sys.SearchURL+"/_local/faults", "", map[string]int{"rejectBulkItems": n}); got/100 != 2 {
+		d.t.Fatalf("inject search fault: %d %s", got, b)
+	}
+}
+
+func (d *drill) searchRejectsLeft() int {
+	d.t.Helper()
+	got, b := d.http("GET", d.sys.SearchURL+"/_local/faults", "", nil)
+	var left map[string]int
+	if got != 200 || json.Unmarshal(b, &left) != nil {
+		d.t.Fatalf("search faults: %d %s", got, b)
+	}
+	return left["rejectBulkItems"]
+}

@@ -232,6 +232,11 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 			results[i] = newItemResponse(it.index, writeResult{id: it.op.id, status: it.refused.status, err: it.refused})
 			continue
 		}
+		if s.faults.takeRejection() {
+			e := rejection()
+			results[i] = newItemResponse(it.index, writeResult{id: it.op.id, status: e.status, err: e})
+			continue
+		}
 		if _, ok := groups[it.index]; !ok {
 			order = append(order, it.index)
 		}

@@ -64,6 +64,8 @@ type Server struct {
 	logger      *slog.Logger
 	clusterUUID string
 
+	faults faults
+
 	mu      sync.RWMutex
 	indexes map[string]*index
 	closed  bool
@@ -309,6 +311,10 @@ func (w *statusWriter) WriteHeader(code int) {
 
 // ServeHTTP answers OpenSearch REST requests.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == FaultsPath {
+		s.faults.hook(w, r)
+		return
+	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	q := &request{r: r, query: r.URL.Query(), start: time.Now()}
 	status, body := s.route(sw, q)
