@@ -15,6 +15,8 @@ func Line(s string) string {
 		switch {
 		case unicode.Is(unicode.Cc, r):
 			return "holds a control character"
+		case r == '\u2028' || r == '\u2029':
+			return "holds a line or paragraph separator"
 		case bidiControl(r):
 			return "holds a bidirectional control character"
 		}

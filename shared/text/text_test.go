@@ -14,6 +14,8 @@ func TestLineAndBlock(t *testing.T) {
 		{"a newline", "two\nlines", false, true},
 		{"a tab", "a\tb", false, true},
 		{"a carriage return", "a\r\nb", false, true},
+		{"line separator", "two\u2028lines", false, true},
+		{"paragraph separator", "two\u2029paragraphs", false, true},
 		{"NUL", "a\x00b", false, false},
 		{"escape", "a\x1b[31mred", false, false},
 		{"DEL", "a\x7fb", false, false},
