@@ -65,10 +65,18 @@ switch = $(if $(filter 1,$($(1))),$(2),$(if $(filter-out 0,$($(1))),$(error $(1)
 # The texts an operator gives (a reason, keys, a user) reach the commands
 # as they were typed, on the command line as in the environment: make
 # expands neither a $( nor a $$ in them.
+ifneq ($(origin REASON),undefined)
 override REASON := $(value REASON)
+export REASON
+endif
+ifneq ($(origin RETIRE),undefined)
 override RETIRE := $(value RETIRE)
+export RETIRE
+endif
+ifneq ($(origin WHO),undefined)
 override WHO := $(value WHO)
-export REASON RETIRE WHO
+export WHO
+endif
 OPS = $(if $(filter command line environment environment override,$(origin STAGE)),STAGE=$(STAGE) )$(OPS_BIN)
 
 ## ops: build the operator commands into bin/ops (OPS_BIN=…); scripts run `bin/ops audit|replay|reindex|migrate` for their own exit status: 0 done, 1 something left, 2 could not run
@@ -79,7 +87,7 @@ ops:
 # RETIRE and REASON reach the shell as environment variables, never as text of
 # the recipe: a quote or a $( in a reason stays part of the reason.
 replay: ops
-	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(call switch,FORCE,-force))
+	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(call switch,FORCE,-force),$(call switch,FORCE,))
 
 ## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
 audit: ops

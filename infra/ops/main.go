@@ -73,10 +73,11 @@ func run(ctx context.Context, args []string, e env) int {
 			// Every command parses its flags before it reaches the
 			// target: its help needs no stack and no stage, only the
 			// stage's name (some defaults differ on a stage).
-			if err := c.run(ctx, &target.Target{Stage: e.getenv("STAGE")}, args[1:], e); errors.Is(err, flag.ErrHelp) {
-				return 0
+			if err := c.run(ctx, &target.Target{Stage: e.getenv("STAGE")}, args[1:], e); !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(e.stdout, "%s: -h: %v\n", c.name, err)
+				return 2
 			}
-			return 2
+			return 0
 		}
 		t, err := target.Resolve(ctx, e.getenv)
 		if err != nil {
@@ -104,15 +105,17 @@ func run(ctx context.Context, args []string, e env) int {
 	return 2
 }
 
-// asksHelp says whether args ask for a command's flags (-h, -help).
+// asksHelp says whether a command's arguments ask for its flags: -h (or
+// -help) first, which its flag set answers before it reads anything else
+// and before the command reaches its target. Anywhere else -h may be a
+// flag's value (-reason -h), and the command runs as usual.
 func asksHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "-h", "-help", "--help", "--h":
-			return true
-		case "--":
-			return false
-		}
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "--h":
+		return true
 	}
 	return false
 }

@@ -53,7 +53,7 @@ func invoker(t *target.Target, e env) (replay.Invoker, error) {
 	}
 	env := t.Env()
 	fns, err := streamfunctions.Build(func(k string) string { return env[k] }, streamfunctions.Deps{
-		DynamoDB: t.DynamoDB(), S3: t.S3(), Logger: e.logger})
+		DynamoDB: t.FunctionDynamoDB(), S3: t.FunctionS3(), Logger: e.logger})
 	if err != nil {
 		return nil, fmt.Errorf("stream functions: %w", err)
 	}

@@ -86,6 +86,9 @@ func (b *builder) archiveRules() *[]*awss3.LifecycleRule {
 		Id:                          jsii.String("audit-digest-keeps-no-old-versions"),
 		Prefix:                      jsii.String(auditDigestPrefix),
 		NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(AuditDigestNoncurrentDays)),
+		// Deleting the digest (docs/operations.md) leaves delete markers:
+		// they go once their versions have.
+		ExpiredObjectDeleteMarker: jsii.Bool(true),
 	}, &awss3.LifecycleRule{
 		Id:                                  jsii.String("abort-incomplete-uploads"),
 		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(7)),

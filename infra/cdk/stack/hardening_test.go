@@ -294,8 +294,8 @@ func TestArchiveRulesFollowTheirPrefixes(t *testing.T) {
 			switch {
 			case prefix == audit.DigestPrefix:
 				digest++
-				if moves || nc == nil || nc["NoncurrentDays"] != float64(stack.AuditDigestNoncurrentDays) {
-					t.Errorf("%s: digest rule %v, want no transition and old versions gone after %d day", name, rule, stack.AuditDigestNoncurrentDays)
+				if moves || nc == nil || nc["NoncurrentDays"] != float64(stack.AuditDigestNoncurrentDays) || rule["ExpiredObjectDeleteMarker"] != true {
+					t.Errorf("%s: digest rule %v, want no transition, old versions gone after %d day, and their delete markers", name, rule, stack.AuditDigestNoncurrentDays)
 				}
 			case strings.HasPrefix(audit.DigestPrefix, prefix) && (moves || nc != nil):
 				t.Errorf("%s: rule %v (prefix %q) applies to the audit digest too", name, rule["Id"], prefix)

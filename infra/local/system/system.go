@@ -228,16 +228,21 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 	}
 	search := &http.Client{Timeout: 5 * time.Second, Transport: tr.Transport(nil)}
 	logger := tracing.Logger(cfg.Logger.With("function", "api"))
+	// Every environment's metric lines go to one writer, whole lines at a
+	// time, as each Lambda environment's go to its own log stream.
+	metrics := &lineWriter{w: cfg.Metrics}
 	// Each environment builds its handler as functions/api's main does at
-	// its start; the clients' connection pools are shared, which changes
-	// nothing a request can observe.
+	// its start. Shared: the clients' connection pools, and the DynamoDB
+	// client's retry state (the SDK's retry quota), which on Lambda each
+	// environment has to itself; shared, a burst of throttles spends one
+	// quota for all, which is no kinder.
 	s.apiEnvironments = newEnvironments(func() apigw.Invoker {
 		return httpapi.New(httpapi.Deps{
 			Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
 			Cursors: cursor.NewSigner(apiCfg.CursorSecret),
 			Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: search},
 			Logger:  logger,
-			Metrics: cfg.Metrics,
+			Metrics: metrics,
 			Tracing: tr,
 		})
 	})

@@ -544,3 +544,30 @@ func TestEveryProcessorExactUnderDuplicateDelivery(t *testing.T) {
 		t.Errorf("failure destination: got %d objects, want none", len(f))
 	}
 }
+
+// TestConcurrentRequestsRunInEnvironmentsOfTheirOwn: the API function runs
+// as Lambda runs it, one request at a time an environment: requests at once
+// start environments of their own, each with its own memory.
+func TestConcurrentRequestsRunInEnvironmentsOfTheirOwn(t *testing.T) {
+	sys := start(t, nil, -1)
+	c := client{t, sys.APIURL}
+	pid := setup(t, c, "Kettle", 10)
+	before := sys.APIEnvironments()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 5 {
+				// A new environment reads the page eventually
+				// consistent: within the replicas' lag of the
+				// product's creation it may be a 404, as on AWS.
+				if code := c.call("GET", "/products/"+pid, "", nil, nil); code != 200 && code != 404 {
+					t.Errorf("GET /products/%s: %d", pid, code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := sys.APIEnvironments(); got < 2 || got <= before {
+		t.Fatalf("16 clients at once ran in %d environments (%d before); want more than one", got, before)
+	}
+}

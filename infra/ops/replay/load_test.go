@@ -298,6 +298,32 @@ func TestIndexerReplayOfADeletedProductAsksForAReindex(t *testing.T) {
 			if got.forgotten != c.reindex || strings.Contains(out.String(), "make reindex") != c.reindex {
 				t.Errorf("asks for a reindex: %v, report %q; want %v", got.forgotten, out.String(), c.reindex)
 			}
+			// The marker keeps it, for a run that dies before its summary.
+			if marked := strings.Contains(string(bucket.objects[failures.ReplayedPrefix+key]), `"reindex":true`); marked != c.reindex {
+				t.Errorf("marker %s: reindex kept %v, want %v", bucket.objects[failures.ReplayedPrefix+key], marked, c.reindex)
+			}
 		})
+	}
+}
+
+// unreadableProducts is a products table the operator may not read.
+type unreadableProducts struct{}
+
+func (unreadableProducts) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:BatchGetItem"}
+}
+
+// TestNoIndexerReplayWithoutTheProductsCheck: an operator who may not read
+// the products table is stopped before a search-indexer batch is replayed,
+// which could bring back a deleted product with no "run make reindex".
+func TestNoIndexerReplayWithoutTheProductsCheck(t *testing.T) {
+	r := &run{cfg: Config{Products: unreadableProducts{}, ProductsTable: "products"}}
+	err := r.canReadProducts(context.Background())
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {
+		t.Fatalf("probe: %v; want the AccessDenied that stops the run", err)
+	}
+	if ok := (&run{cfg: Config{Products: products{}, ProductsTable: "products"}}).canReadProducts(context.Background()); ok != nil {
+		t.Fatalf("probe of a readable table: %v", ok)
 	}
 }

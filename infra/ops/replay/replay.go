@@ -270,6 +270,29 @@ type run struct {
 	// counters serializes the counters' units: at once, their transactions
 	// on shared counter items cancel each other (TransactionConflict).
 	counters sync.Mutex
+	// probed is the outcome of reading the products table once, before the
+	// first search-indexer batch is replayed.
+	probe   sync.Once
+	probeOK error
+}
+
+// canReadProducts reads the products table once (a key no product has),
+// so that a run without the permission stops before it replays an indexer
+// batch it could not then check (a product deleted since brought back,
+// and no "run make reindex" said).
+func (r *run) canReadProducts(ctx context.Context) error {
+	if r.cfg.Products == nil {
+		return nil
+	}
+	r.probe.Do(func() {
+		req := map[string]ddbtypes.KeysAndAttributes{r.cfg.ProductsTable: {
+			Keys: []map[string]ddbtypes.AttributeValue{{"productId": &ddbtypes.AttributeValueMemberS{Value: "replay-probe"}}}, ConsistentRead: aws.Bool(true)}}
+		err := ddbcall.BatchGet(ctx, r.cfg.Products, req, ddbcall.Backoff{Base: 10 * time.Millisecond, Cap: time.Second}, func(string, map[string]ddbtypes.AttributeValue) error { return nil })
+		if err != nil {
+			r.probeOK = fmt.Errorf("read the products table %s, which a search-indexer batch's replay checks: %w", r.cfg.ProductsTable, err)
+		}
+	})
+	return r.probeOK
 }
 
 // coalesces reports whether fn takes its records in any grouping, so that
@@ -457,6 +480,11 @@ func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
 		return outs, nil
 	}
 	m := objs[0].m
+	if m.Function == wiring.StreamIndexer {
+		if err := r.canReadProducts(ctx); err != nil {
+			return outs, err
+		}
+	}
 	if m.Function == wiring.Counters {
 		r.counters.Lock()
 		defer r.counters.Unlock()
@@ -554,6 +582,20 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 			return outcome{}, fmt.Errorf("%s: %w", key, err)
 		}
 	}
+	switch {
+	case gone > 0:
+		// A delete's tombstone lives gc_deletes at most, and in the
+		// domain's memory only: a restart or a moved shard forgets it.
+		// The replayed write of a product deleted since may be its
+		// document again.
+		out.forgotten, marker.Reindex = true, true
+		detail += fmt.Sprintf("; %d of its products are deleted since, and the index may have forgotten their deletes: run make reindex", gone)
+	case m.Function == wiring.StreamIndexer && r.cfg.Products == nil && !o.Oldest().IsZero() && r.cfg.Now().Sub(o.Oldest()) > productsearch.DeleteMemory:
+		// Not checked against the table: its writes may be of products
+		// deleted since, whose deletes the index no longer remembers.
+		out.forgotten, marker.Reindex = true, true
+		detail += fmt.Sprintf("; records older than the index remembers deletes (%s): run make reindex", productsearch.DeleteMemory)
+	}
 	mb, err := json.Marshal(marker)
 	if err != nil {
 		return outcome{}, err
@@ -570,20 +612,6 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	status := "replayed"
 	if out.failed > 0 {
 		status = "failing"
-	}
-	switch {
-	case gone > 0:
-		// A delete's tombstone lives gc_deletes at most, and in the
-		// domain's memory only: a restart or a moved shard forgets it.
-		// The replayed write of a product deleted since may be its
-		// document again.
-		out.forgotten = true
-		detail += fmt.Sprintf("; %d of its products are deleted since, and the index may have forgotten their deletes: run make reindex", gone)
-	case m.Function == wiring.StreamIndexer && r.cfg.Products == nil && !o.Oldest().IsZero() && r.cfg.Now().Sub(o.Oldest()) > productsearch.DeleteMemory:
-		// Not checked against the table: its writes may be of products
-		// deleted since, whose deletes the index no longer remembers.
-		out.forgotten = true
-		detail += fmt.Sprintf("; records older than the index remembers deletes (%s): run make reindex", productsearch.DeleteMemory)
 	}
 	r.line(status, m.Name, key, detail)
 	return out, nil
@@ -646,6 +674,10 @@ type markerBody struct {
 	Failed     int       `json:"failed"`
 	// Remainder is the key of the failure object holding what still failed.
 	Remainder string `json:"remainder,omitempty"`
+	// Reindex: the batch wrote products deleted since (or, unchecked, is
+	// older than the index remembers deletes); make reindex removes what
+	// it may have brought back.
+	Reindex bool `json:"reindex,omitempty"`
 	// Retired is why an operator gave the object up (Retire).
 	Retired string `json:"retired,omitempty"`
 }

@@ -225,6 +225,31 @@ func (t *Target) DynamoDB() *dynamodb.Client {
 	})
 }
 
+// FunctionDynamoDB and FunctionS3 are clients of the target configured as
+// the stream functions configure theirs on Lambda (the counters' adaptive
+// retry mode, the SDK's 3 attempts; the archiver's defaults): what runs the
+// functions in-process for a local replay, so that a replay meets
+// throttling as the deployed functions meet it, not with the operator
+// commands' patience.
+func (t *Target) FunctionDynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(t.AWS, func(o *dynamodb.Options) {
+		o.Retryer = retry.NewAdaptiveMode()
+		if t.DynamoDBURL != "" {
+			o.BaseEndpoint = aws.String(t.DynamoDBURL)
+		}
+	})
+}
+
+// FunctionS3 is the archiver's S3 client (see FunctionDynamoDB).
+func (t *Target) FunctionS3() *s3.Client {
+	return s3.NewFromConfig(t.AWS, func(o *s3.Options) {
+		if t.S3URL != "" {
+			o.BaseEndpoint = aws.String(t.S3URL)
+			o.UsePathStyle = true
+		}
+	})
+}
+
 // PatientAttempts is how often an operator command's call is tried.
 const PatientAttempts = 12
 
@@ -233,15 +258,30 @@ const PatientAttempts = 12
 // throughput), and S3 answers SlowDown under a burst: with the SDK's
 // default 3 attempts, and its retry quota, which refuses retries once
 // throttles outnumber successes, one page throttled three times ended a
-// run of hours with exit 2. Here a call is tried PatientAttempts times,
-// backing off up to 20 s, with no quota: a run slows down to what the
-// table gives instead of failing.
+// run of hours with exit 2. Here a call is tried PatientAttempts times with
+// no quota: a throttled one backing off up to 20 s, so that a run slows
+// down to what the table gives instead of failing; any other retryable
+// failure (a 5xx, a dropped connection) up to 1 s, so that an endpoint
+// that is gone ends the run in seconds, not minutes.
 func Patient() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
 		o.MaxAttempts = PatientAttempts
-		o.MaxBackoff = 20 * time.Second
 		o.RateLimiter = ratelimit.None
+		o.Backoff = patientBackoff{
+			throttled: retry.NewExponentialJitterBackoff(20 * time.Second),
+			failed:    retry.NewExponentialJitterBackoff(time.Second),
+		}
 	})
+}
+
+// patientBackoff waits long after a throttle and briefly after a failure.
+type patientBackoff struct{ throttled, failed retry.BackoffDelayer }
+
+func (b patientBackoff) BackoffDelay(attempt int, err error) (time.Duration, error) {
+	if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool() {
+		return b.throttled.BackoffDelay(attempt, err)
+	}
+	return b.failed.BackoffDelay(attempt, err)
 }
 
 // S3 returns a client for the target's buckets (path-style locally).
