@@ -114,7 +114,7 @@ func ConfigFromEnv(service string, getenv func(string) string) (Config, error) {
 	case "traceidratio":
 		c.Sampler = sdktrace.TraceIDRatioBased(ratio)
 	case "parentbased_traceidratio":
-		c.Sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+		c.Sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio), sdktrace.WithRemoteParentSampled(newCallerSampled(ratio)))
 	default:
 		return Config{}, fmt.Errorf("%s=%q: want always_on, always_off, traceidratio or their parentbased_ forms", EnvSampler, s)
 	}
