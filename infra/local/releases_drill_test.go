@@ -592,6 +592,7 @@ func TestCanaryAndRollback(t *testing.T) {
 		t.Errorf("%d requests answered 5xx: %v", fives, total.statuses)
 	}
 	var oversold int64
+	time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond) // the page reads the stock eventually consistent
 	for _, id := range ids {
 		p := c.must(200, "GET", "/products/"+id, "", nil)
 		left := int64(p["stock"].(float64))

@@ -22,6 +22,9 @@ type Fault struct {
 	Times int `json:"times,omitempty"`
 }
 
+// faultOperations are the operations a fault can name ("" for any).
+var faultOperations = map[string]bool{"": true, "PutObject": true, "GetObject": true, "HeadObject": true, "DeleteObject": true, "CopyObject": true, "ListObjectsV2": true}
+
 var faultStatus = map[string]int{"SlowDown": http.StatusServiceUnavailable, "ServiceUnavailable": http.StatusServiceUnavailable, "InternalError": http.StatusInternalServerError}
 
 var faultMessage = map[string]string{
@@ -65,8 +68,9 @@ func (f *faulting) hook(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
 		var fault Fault
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&fault); err != nil || faultStatus[fault.Code] == 0 {
-			http.Error(w, `{"message":"body must be a fault whose code is SlowDown, InternalError or ServiceUnavailable"}`, http.StatusBadRequest)
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&fault); err != nil || faultStatus[fault.Code] == 0 ||
+			!faultOperations[fault.Operation] || fault.Times < 0 {
+			http.Error(w, `{"message":"body must be a fault whose code is SlowDown, InternalError or ServiceUnavailable, whose operation is empty or one of PutObject, GetObject, HeadObject, DeleteObject, CopyObject, ListObjectsV2, and whose times is 0 (until cleared) or more"}`, http.StatusBadRequest)
 			return
 		}
 		f.mu.Lock()

@@ -30,8 +30,10 @@ func TestFaultsAnswerAsS3Does(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if got := post(`{"code":"Teapot"}`); got != http.StatusBadRequest {
-		t.Fatalf("a fault of an unknown code: %d, want 400", got)
+	for _, bad := range []string{`{"code":"Teapot"}`, `{"code":"SlowDown","operation":"PutObjectTagging"}`, `{"code":"SlowDown","times":-1}`} {
+		if got := post(bad); got != http.StatusBadRequest {
+			t.Fatalf("fault %s: %d, want 400 (it would never fire, or never end)", bad, got)
+		}
 	}
 	if got := post(`{"bucket":"` + bucket + `","operation":"PutObject","code":"SlowDown","times":2}`); got != http.StatusNoContent {
 		t.Fatalf("add fault: %d", got)

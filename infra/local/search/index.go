@@ -42,6 +42,8 @@ const (
 	keyMeta    = "shopstream.meta"
 	keyMapping = "shopstream.mapping"
 	keySeqNo   = "shopstream.seq_no"
+	// keyOldTombstones is where releases before 0.13.0 kept tombstones.
+	keyOldTombstones = "shopstream.tombstones"
 )
 
 // Defaults of index settings.
@@ -264,8 +266,13 @@ func openIndex(name, path string, logger *slog.Logger) (*index, error) {
 	// in memory only (its engine's live version map), so a restart, or a
 	// shard moved to another node, forgets every delete the last flush
 	// wrote, whatever index.gc_deletes says (elastic/elasticsearch#101178).
-	// Locally a restart forgets them all, which is no kinder.
+	// Locally a restart forgets them all, which is no kinder. The key
+	// where releases before 0.13.0 kept them goes too, so that a stack of
+	// one of them, run again on this data, does not find them back.
 	ix.tombstones = map[string]tombstone{}
+	if err := bi.DeleteInternal([]byte(keyOldTombstones)); err != nil {
+		return fail(fmt.Errorf("open index %s: drop old tombstones: %w", name, err))
+	}
 	if sb, err := bi.GetInternal([]byte(keySeqNo)); err != nil {
 		return fail(fmt.Errorf("open index %s: read sequence number: %w", name, err))
 	} else if len(sb) == 8 {

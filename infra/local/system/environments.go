@@ -27,6 +27,7 @@ import (
 // an execution environment processes one request at a time.)
 type environments struct {
 	build func() apigw.Invoker
+	now   func() time.Time
 
 	mu      sync.Mutex
 	idle    []idleEnvironment
@@ -43,13 +44,13 @@ type idleEnvironment struct {
 const idleFor = 5 * time.Minute
 
 func newEnvironments(build func() apigw.Invoker) *environments {
-	return &environments{build: build}
+	return &environments{build: build, now: time.Now}
 }
 
 // Handle runs ev in an idle environment, or a new one.
 func (e *environments) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	e.mu.Lock()
-	now := time.Now()
+	now := e.now()
 	kept := e.idle[:0]
 	for _, x := range e.idle {
 		if now.Sub(x.since) < idleFor {
@@ -74,7 +75,7 @@ func (e *environments) Handle(ctx context.Context, ev events.APIGatewayV2HTTPReq
 	}
 	defer func() {
 		e.mu.Lock()
-		e.idle = append(e.idle, idleEnvironment{h: h, since: time.Now()})
+		e.idle = append(e.idle, idleEnvironment{h: h, since: e.now()})
 		e.mu.Unlock()
 	}()
 	return h.Handle(ctx, ev)

@@ -99,3 +99,32 @@ func TestAnEnvironmentServesOneRequestAtATime(t *testing.T) {
 		t.Errorf("%d requests served, want 63", served)
 	}
 }
+
+// TestAnIdleEnvironmentIsShutDown: an environment idle for idleFor is gone;
+// the next request starts a new one, with fresh memory.
+func TestAnIdleEnvironmentIsShutDown(t *testing.T) {
+	var built []*counting
+	envs := newEnvironments(func() apigw.Invoker {
+		c := &counting{}
+		built = append(built, c)
+		return c
+	})
+	clock := time.Unix(1_800_000_000, 0)
+	envs.now = func() time.Time { return clock }
+	call := func() {
+		if _, err := envs.Handle(context.Background(), events.APIGatewayV2HTTPRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	clock = clock.Add(idleFor - time.Second)
+	call()
+	if len(built) != 1 {
+		t.Fatalf("a request within %v of the last: %d environments built, want the idle one reused", idleFor, len(built))
+	}
+	clock = clock.Add(idleFor)
+	call()
+	if len(built) != 2 || built[1].served.Load() != 1 {
+		t.Fatalf("a request %v after the last: %d environments built; want a new one", idleFor, len(built))
+	}
+}

@@ -150,6 +150,9 @@ func Start(ctx context.Context, cfg Config) (sys *System, err error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = io.Discard
 	}
+	// Every function's metric lines go to one writer, whole lines at a
+	// time, as each Lambda environment's go to its own log stream.
+	cfg.Metrics = &lineWriter{w: cfg.Metrics}
 	env := map[string]string{
 		envcontract.CursorSecret:  envcontract.DevCursorSecret,
 		envcontract.ArchiveBucket: envcontract.LocalArchiveBucket,
@@ -228,9 +231,6 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 	}
 	search := &http.Client{Timeout: 5 * time.Second, Transport: tr.Transport(nil)}
 	logger := tracing.Logger(cfg.Logger.With("function", "api"))
-	// Every environment's metric lines go to one writer, whole lines at a
-	// time, as each Lambda environment's go to its own log stream.
-	metrics := &lineWriter{w: cfg.Metrics}
 	// Each environment builds its handler as functions/api's main does at
 	// its start. Shared: the clients' connection pools, and the DynamoDB
 	// client's retry state (the SDK's retry quota), which on Lambda each
@@ -242,7 +242,7 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 			Cursors: cursor.NewSigner(apiCfg.CursorSecret),
 			Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: search},
 			Logger:  logger,
-			Metrics: metrics,
+			Metrics: cfg.Metrics,
 			Tracing: tr,
 		})
 	})

@@ -313,15 +313,43 @@ func (unreadableProducts) BatchGetItem(context.Context, *dynamodb.BatchGetItemIn
 	return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:BatchGetItem"}
 }
 
+// invocations counts the calls of the functions.
+type invocations struct{ n int }
+
+func (i *invocations) Invoke(context.Context, string, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	i.n++
+	return events.DynamoDBEventResponse{}, nil
+}
+
 // TestNoIndexerReplayWithoutTheProductsCheck: an operator who may not read
 // the products table is stopped before a search-indexer batch is replayed,
 // which could bring back a deleted product with no "run make reindex".
 func TestNoIndexerReplayWithoutTheProductsCheck(t *testing.T) {
-	r := &run{cfg: Config{Products: unreadableProducts{}, ProductsTable: "products"}}
-	err := r.canReadProducts(context.Background())
+	body, o := awsShaped(t)
+	var m wiring.Mapping
+	for _, w := range wiring.Mappings() {
+		if w.Function == wiring.StreamIndexer {
+			m = w
+		}
+	}
+	// The recorded object, taken as the products indexer's.
+	tg := &target.Target{
+		MappingIDs: map[string]string{m.Name: failures.LocalMappingID(m.Name)},
+		Functions:  map[string]string{wiring.StreamIndexer: o.Function()},
+		Tables:     map[string]string{m.Table: o.Table()},
+	}
+	key := failures.NewKey(tg.MappingIDs[m.Name], o.Batch.ShardID, time.Now()).String()
+	calls := &invocations{}
+	r := &run{cfg: Config{Store: holding{body: body}, Bucket: "failures", Target: tg, Invoker: calls, Out: io.Discard,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Retries: 1, MaxPayload: 5 << 20, Now: time.Now,
+		Products: unreadableProducts{}, ProductsTable: "products"}}
+	_, err := r.unit(context.Background(), []string{key})
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {
-		t.Fatalf("probe: %v; want the AccessDenied that stops the run", err)
+		t.Fatalf("unit: %v; want the AccessDenied that stops the run", err)
+	}
+	if calls.n != 0 {
+		t.Fatalf("the indexer was invoked %d times before the products table was found unreadable", calls.n)
 	}
 	if ok := (&run{cfg: Config{Products: products{}, ProductsTable: "products"}}).canReadProducts(context.Background()); ok != nil {
 		t.Fatalf("probe of a readable table: %v", ok)

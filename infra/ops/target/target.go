@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -218,7 +219,7 @@ func (t *Target) String() string {
 // throttling (Patient).
 func (t *Target) DynamoDB() *dynamodb.Client {
 	return dynamodb.NewFromConfig(t.AWS, func(o *dynamodb.Options) {
-		o.Retryer = Patient()
+		o.Retryer, o.RetryMaxAttempts = Patient(), 0 // AWS_MAX_ATTEMPTS does not cut it short
 		if t.DynamoDBURL != "" {
 			o.BaseEndpoint = aws.String(t.DynamoDBURL)
 		}
@@ -267,27 +268,28 @@ func Patient() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
 		o.MaxAttempts = PatientAttempts
 		o.RateLimiter = ratelimit.None
-		o.Backoff = patientBackoff{
-			throttled: retry.NewExponentialJitterBackoff(20 * time.Second),
-			failed:    retry.NewExponentialJitterBackoff(time.Second),
-		}
+		o.Backoff = patientBackoff{throttled: retry.NewExponentialJitterBackoff(20 * time.Second)}
 	})
 }
 
-// patientBackoff waits long after a throttle and briefly after a failure.
-type patientBackoff struct{ throttled, failed retry.BackoffDelayer }
+// patientBackoff waits long after a throttle and briefly after a failure:
+// a random wait under 100 ms doubled each attempt, at most 1 s (the SDK's
+// own backoff, capped at 1 s, would wait exactly 1 s every time, every
+// worker in step).
+type patientBackoff struct{ throttled retry.BackoffDelayer }
 
 func (b patientBackoff) BackoffDelay(attempt int, err error) (time.Duration, error) {
 	if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool() {
 		return b.throttled.BackoffDelay(attempt, err)
 	}
-	return b.failed.BackoffDelay(attempt, err)
+	ceiling := min(time.Second, 100*time.Millisecond<<min(attempt, 10))
+	return time.Duration(rand.Int64N(int64(ceiling))) + 1, nil
 }
 
 // S3 returns a client for the target's buckets (path-style locally).
 func (t *Target) S3() *s3.Client {
 	return s3.NewFromConfig(t.AWS, func(o *s3.Options) {
-		o.Retryer = Patient()
+		o.Retryer, o.RetryMaxAttempts = Patient(), 0 // AWS_MAX_ATTEMPTS does not cut it short
 		if t.S3URL != "" {
 			o.BaseEndpoint = aws.String(t.S3URL)
 			o.UsePathStyle = true
