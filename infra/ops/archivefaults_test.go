@@ -38,19 +38,20 @@ func TestArchiverRidesOutS3Faults(t *testing.T) {
 }
 
 // TestIndexerRidesOutRejections: a domain whose write queue is full rejects
-// bulk actions with 429. The indexer reports the records of the rejected
-// actions as failed, the mapping retries from the first of them, and the
-// index ends with every product at its version, nothing given up.
+// bulk actions with 429, or a whole bulk request. The indexer reports the
+// records of the rejected actions (or of the whole batch) as failed, the
+// mapping retries from the first of them, and the index ends with every
+// product at its version, nothing given up.
 func TestIndexerRidesOutRejections(t *testing.T) {
 	d := startDrill(t, drillOptions{env: map[string]string{"ORDER_RETENTION": "1s", "CART_TTL": "1s"}, mapping: deployedRetries})
-	d.searchRejects(5)
+	d.searchRejects(5, 3)
 	s := traffic(d)
 	eventually(t, "the traffic counted, indexed and archived through the rejections", func() string {
 		_, drift := d.state(s)
 		return drift
 	})
 	if left := d.searchRejectsLeft(); left != 0 {
-		t.Fatalf("%d rejections left; want all five met by the indexer", left)
+		t.Fatalf("%d rejections left; want all eight met by the indexer", left)
 	}
 	if f := d.failed(); len(f) != 0 {
 		t.Errorf("failure objects: %v; want none", f)

@@ -447,11 +447,12 @@ func (d *drill) s3Faults() []map[string]any {
 	return active
 }
 
-// searchRejects makes the search service reject the next n bulk actions
-// (429); searchRejectsLeft says how many are left.
-func (d *drill) searchRejects(n int) {
+// searchRejects makes the search service reject the next items bulk
+// actions and the next requests bulk requests whole (429);
+// searchRejectsLeft says how many are left of both.
+func (d *drill) searchRejects(items, requests int) {
 	d.t.Helper()
-	if got, b := d.http("POST", d.sys.SearchURL+"/_local/faults", "", map[string]int{"rejectBulkItems": n}); got/100 != 2 {
+	if got, b := d.http("POST", d.sys.SearchURL+"/_local/faults", "", map[string]int{"rejectBulkItems": items, "rejectBulkRequests": requests}); got/100 != 2 {
 		d.t.Fatalf("inject search fault: %d %s", got, b)
 	}
 }
@@ -463,5 +464,5 @@ func (d *drill) searchRejectsLeft() int {
 	if got != 200 || json.Unmarshal(b, &left) != nil {
 		d.t.Fatalf("search faults: %d %s", got, b)
 	}
-	return left["rejectBulkItems"]
+	return left["rejectBulkItems"] + left["rejectBulkRequests"]
 }

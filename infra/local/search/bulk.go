@@ -215,6 +215,9 @@ func (s *Server) handleBulk(w http.ResponseWriter, q *request, pathIndex string)
 	if e != nil {
 		return 0, e
 	}
+	if s.faults.takeRequestRejection() {
+		return 0, rejection()
+	}
 	refresh, e := refreshParam(q)
 	if e != nil {
 		return 0, e

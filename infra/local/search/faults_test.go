@@ -65,4 +65,21 @@ func TestRejectedBulkItems(t *testing.T) {
 	if err := json.Unmarshal([]byte(left), &n); err != nil || n["rejectBulkItems"] != 0 {
 		t.Errorf("faults left: %s, want 0", left)
 	}
+
+	// A request refused whole: 429, nothing applied.
+	if got, _ := call("POST", `{"rejectBulkRequests":1}`); got != http.StatusNoContent {
+		t.Fatalf("add fault: %d", got)
+	}
+	_, err = h.client.Bulk(context.Background(), opensearchapi.BulkReq{Index: "products",
+		Body: strings.NewReader(`{"index":{"_id":"d","version":1,"version_type":"external"}}` + "\n" + `{"name":"d"}` + "\n")})
+	if err == nil || !strings.Contains(err.Error(), "429") {
+		t.Errorf("bulk refused whole: %v, want a 429", err)
+	}
+	if _, err := h.client.Document.Get(context.Background(), opensearchapi.DocumentGetReq{Index: "products", DocumentID: "d"}); err == nil {
+		t.Error("the refused request's document was written")
+	}
+	_, left = call("GET", "")
+	if err := json.Unmarshal([]byte(left), &n); err != nil || n["rejectBulkRequests"] != 0 {
+		t.Errorf("faults left: %s, want 0", left)
+	}
 }
