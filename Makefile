@@ -87,7 +87,7 @@ ops:
 # RETIRE and REASON reach the shell as environment variables, never as text of
 # the recipe: a quote or a $( in a reason stays part of the reason.
 replay: ops
-	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(call switch,FORCE,-force),$(call switch,FORCE,))
+	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(call switch,FORCE,-force),$(call switch,FORCE,)$(if $(filter 1,$(FORCE)),$(error FORCE=1 gives up the objects RETIRE names: name them)))
 
 ## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
 audit: ops

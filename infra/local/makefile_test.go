@@ -255,6 +255,21 @@ func TestSwitchesAreOneOrZero(t *testing.T) {
 	}
 }
 
+// TestForceNeedsRetire: FORCE=1 without RETIRE names nothing to give up:
+// make stops, rather than replay everything as if FORCE said nothing.
+func TestForceNeedsRetire(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-s", "--no-print-directory", "-n", "-o", "ops", "replay", "FORCE=1")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "FORCE=1 gives up the objects RETIRE names") {
+		t.Errorf("make replay FORCE=1: err %v; want make stopped, naming RETIRE\n%s", err, out)
+	}
+}
+
 // TestReasonReachesTheCommandAsTyped: a reason, keys or a user given on
 // make's command line reach the command as typed: make expands no $( and
 // no $$ in them.
