@@ -87,12 +87,25 @@ func (sh *shardPos) stampOf(seq string) (sec int64, covered bool) {
 
 // restamp returns sec in the form DynamoDB Local gives creation times (epoch
 // seconds as a JSON number with three decimals, "1795452420.000"), if local,
-// DynamoDB Local's value, is sec's minute. Otherwise the follower's second
-// and DynamoDB Local disagree (a clock step, a write that bypassed the front)
-// and Local's value stands.
+// DynamoDB Local's value, is sec's minute. A write across a minute's end,
+// stamped by Local in the minute before the one whose first second the
+// follower gave it, was written in that minute's last second (and one the
+// follower gave a minute's last second, stamped by Local in the next, in
+// the next's first second). Otherwise the
+// follower's second and DynamoDB Local disagree (a clock step, a write that
+// bypassed the front) and Local's value stands.
 func restamp(local json.RawMessage, sec int64) (json.RawMessage, bool) {
 	v, err := strconv.ParseFloat(string(local), 64)
-	if err != nil || v != math.Trunc(v) || int64(v) != sec-sec%60 {
+	if err != nil || v != math.Trunc(v) {
+		return nil, false
+	}
+	switch minute := sec - sec%60; {
+	case int64(v) == minute:
+	case sec%60 == 0 && int64(v) == minute-60:
+		sec--
+	case sec%60 == 59 && int64(v) == minute+60:
+		sec++ // the other way round: Local stamped it in the next minute's first second
+	default:
 		return nil, false
 	}
 	return json.RawMessage(strconv.FormatInt(sec, 10) + ".000"), true

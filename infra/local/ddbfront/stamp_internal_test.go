@@ -219,4 +219,17 @@ func TestRestamp(t *testing.T) {
 			t.Errorf("restamp(%s): got %s, %v; want %s, %v", tt.local, got, ok, tt.want, tt.wantOK)
 		}
 	}
+	// A write across a minute's end: DynamoDB Local stamped it in the last
+	// second of a minute, the front saw it answered in the first of the
+	// next. It was written in that last second.
+	const next = 1795452480 // 16:48:00
+	if got, ok := restamp(json.RawMessage("1795452420.000"), next); !ok || string(got) != "1795452479.000" {
+		t.Errorf("restamp across a minute's end: got %s, %v; want 1795452479.000 (16:47:59)", got, ok)
+	}
+	if got, ok := restamp(json.RawMessage("1795452480.000"), next-1); !ok || string(got) != "1795452480.000" {
+		t.Errorf("restamp across a minute's end the other way: got %s, %v; want 1795452480.000 (16:48:00)", got, ok)
+	}
+	if _, ok := restamp(json.RawMessage("1795452360.000"), next); ok {
+		t.Error("restamp two minutes apart: taken, want DynamoDB Local's minute kept")
+	}
 }
