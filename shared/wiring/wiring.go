@@ -41,6 +41,12 @@ const MaxConsumersPerStream = 2
 // REMOVE records DynamoDB's TTL produced.
 const TTLRemovalFilter = `{"eventName":["REMOVE"],"userIdentity":{"type":["Service"],"principalId":["dynamodb.amazonaws.com"]}}`
 
+// AuditDigestPrefix is where `make audit` keeps its digest of the archive,
+// in the archive bucket beside the archived tables' prefixes (each
+// archived table's name and a slash): the CDK app gives it a lifecycle of
+// its own.
+const AuditDigestPrefix = "audit/digest/"
+
 // Mapping is one event-source mapping from a table's stream to a function.
 type Mapping struct {
 	// Name is unique and stable.

@@ -52,10 +52,6 @@ const ArchiveNoncurrentDays = 365
 // and the digest is a cache the next run rebuilds.
 const AuditDigestNoncurrentDays = 1
 
-// auditDigestPrefix is where `make audit` keeps its archive digest
-// (infra/ops/audit.DigestPrefix).
-const auditDigestPrefix = "audit/digest/"
-
 // archiveRules are the archive bucket's lifecycle: each archived table's
 // prefix moves to colder storage and keeps a replaced version for
 // ArchiveNoncurrentDays; the audit's digest, read on every run, stays in
@@ -84,7 +80,7 @@ func (b *builder) archiveRules() *[]*awss3.LifecycleRule {
 	}
 	rules = append(rules, &awss3.LifecycleRule{
 		Id:                          jsii.String("audit-digest-keeps-no-old-versions"),
-		Prefix:                      jsii.String(auditDigestPrefix),
+		Prefix:                      jsii.String(wiring.AuditDigestPrefix),
 		NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(AuditDigestNoncurrentDays)),
 		// Deleting the digest (docs/operations.md) leaves delete markers:
 		// they go once their versions have.

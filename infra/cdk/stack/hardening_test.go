@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
-	"github.com/shopstream/shopstream/infra/ops/audit"
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -136,7 +135,7 @@ func TestArchiveVersioned(t *testing.T) {
 		rules := p["LifecycleConfiguration"].(map[string]any)["Rules"].([]any)
 		var kept []any
 		for _, r := range rules {
-			if nc, ok := r.(map[string]any)["NoncurrentVersionExpiration"].(map[string]any); ok && r.(map[string]any)["Prefix"] != audit.DigestPrefix {
+			if nc, ok := r.(map[string]any)["NoncurrentVersionExpiration"].(map[string]any); ok && r.(map[string]any)["Prefix"] != wiring.AuditDigestPrefix {
 				kept = append(kept, nc["NoncurrentDays"])
 			}
 			if exp, ok := r.(map[string]any)["ExpirationInDays"]; ok {
@@ -292,12 +291,12 @@ func TestArchiveRulesFollowTheirPrefixes(t *testing.T) {
 			_, moves := rule["Transitions"]
 			nc, _ := rule["NoncurrentVersionExpiration"].(map[string]any)
 			switch {
-			case prefix == audit.DigestPrefix:
+			case prefix == wiring.AuditDigestPrefix:
 				digest++
 				if moves || nc == nil || nc["NoncurrentDays"] != float64(stack.AuditDigestNoncurrentDays) || rule["ExpiredObjectDeleteMarker"] != true {
 					t.Errorf("%s: digest rule %v, want no transition, old versions gone after %d day, and their delete markers", name, rule, stack.AuditDigestNoncurrentDays)
 				}
-			case strings.HasPrefix(audit.DigestPrefix, prefix) && (moves || nc != nil):
+			case strings.HasPrefix(wiring.AuditDigestPrefix, prefix) && (moves || nc != nil):
 				t.Errorf("%s: rule %v (prefix %q) applies to the audit digest too", name, rule["Id"], prefix)
 			case moves:
 				cold = append(cold, prefix)

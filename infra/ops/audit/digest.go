@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/shopstream/shopstream/shared/facts"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // The archive digest spares the audit a download of every archive object on
@@ -32,7 +33,7 @@ import (
 
 // DigestPrefix is where the digest lives in the archive bucket, beside the
 // tables' prefixes.
-const DigestPrefix = "audit/digest/"
+const DigestPrefix = wiring.AuditDigestPrefix
 
 // digestVersion is the form of a digest object.
 const digestVersion = 1
