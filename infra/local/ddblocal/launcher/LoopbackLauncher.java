@@ -2,11 +2,18 @@ import com.almworks.sqlite4java.SQLiteConnection;
 import com.almworks.sqlite4java.SQLiteJob;
 import com.almworks.sqlite4java.SQLiteQueue;
 import java.lang.reflect.Field;
+import java.net.InetAddress;
 import java.lang.reflect.Modifier;
 import java.util.ArrayDeque;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.Locale;
 import java.util.Set;
+import org.eclipse.jetty.server.Handler;
+import org.eclipse.jetty.server.Request;
+import org.eclipse.jetty.server.Response;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.util.Callback;
 
 /**
  * Starts DynamoDB Local as its own ServerRunner does, but with its Jetty
@@ -15,6 +22,13 @@ import java.util.Set;
  * ends: the stack holds the other end of that pipe, and the operating system
  * closes it when the stack dies in any way, on every OS (Linux's parent-death
  * signal has no macOS equivalent).
+ *
+ * It refuses, with 403, what a browser sends for a web page: a Host that does
+ * not name the loopback interface (a name a page rebound to 127.0.0.1), an
+ * Origin header, a cross-site Sec-Fetch-Site, a CORS preflight. Only the
+ * stack's front calls DynamoDB Local, and sends none of these; without the
+ * check, a page that found this port could read and write the tables past
+ * the front's own guard.
  *
  * Before it serves, it indexes the table that holds every stream's records by
  * stream and by shard. DynamoDB Local keys that table by sequence number alone
@@ -50,9 +64,84 @@ public class LoopbackLauncher {
         for (Object connector : connectors) {
             connector.getClass().getMethod("setHost", String.class).invoke(connector, "127.0.0.1");
         }
+        Server jetty = (Server) server;
+        Handler inner = jetty.getHandler();
+        if (inner == null) {
+            throw new IllegalStateException("DynamoDB Local's server has no handler to guard");
+        }
+        jetty.setHandler(new PagesRefused(inner));
         indexStreamRecords(proxy);
         proxy.getClass().getMethod("start").invoke(proxy);
         proxy.getClass().getMethod("join").invoke(proxy);
+    }
+
+    /** PagesRefused answers 403 to a request a browser sent for a web page. */
+    static final class PagesRefused extends Handler.Wrapper {
+        PagesRefused(Handler inner) {
+            super(inner);
+        }
+
+        @Override
+        public boolean handle(Request request, Response response, Callback callback) throws Exception {
+            if (!loopbackHost(request.getHeaders().get("Host"))) {
+                Response.writeError(request, response, callback, 403, "only requests addressed to 127.0.0.1 or localhost are answered");
+                return true;
+            }
+            if (fromAPage(request)) {
+                Response.writeError(request, response, callback, 403, "requests from web pages are refused");
+                return true;
+            }
+            return super.handle(request, response, callback);
+        }
+    }
+
+    static boolean fromAPage(Request request) {
+        var h = request.getHeaders();
+        if (h.get("Origin") != null) {
+            return true;
+        }
+        if ("OPTIONS".equals(request.getMethod()) && h.get("Access-Control-Request-Method") != null) {
+            return true;
+        }
+        String site = h.get("Sec-Fetch-Site");
+        return site != null && !site.isEmpty() && !site.equals("none") && !site.equals("same-origin");
+    }
+
+    /**
+     * loopbackHost says whether a Host header names this machine's loopback
+     * interface: localhost, a name under it, or a loopback address literal.
+     * A name is never looked up.
+     */
+    static boolean loopbackHost(String host) {
+        if (host == null || host.isEmpty()) {
+            return false;
+        }
+        host = host.toLowerCase(Locale.ROOT);
+        if (host.startsWith("[")) {
+            int end = host.indexOf(']');
+            if (end < 0) {
+                return false;
+            }
+            host = host.substring(1, end);
+        } else if (host.indexOf(':') == host.lastIndexOf(':') && host.indexOf(':') >= 0) {
+            host = host.substring(0, host.indexOf(':'));
+        }
+        if (host.endsWith(".")) {
+            host = host.substring(0, host.length() - 1);
+        }
+        if (host.equals("localhost") || host.endsWith(".localhost")) {
+            return true;
+        }
+        boolean v4 = host.matches("[0-9]{1,3}(\\.[0-9]{1,3}){3}");
+        boolean v6 = host.indexOf(':') >= 0 && host.matches("[0-9a-f:.]+");
+        if (!v4 && !v6) {
+            return false;
+        }
+        try {
+            return InetAddress.getByName(host).isLoopbackAddress();
+        } catch (java.net.UnknownHostException e) {
+            return false;
+        }
     }
 
     /** The line the stack reads to know the stream records are indexed. */
