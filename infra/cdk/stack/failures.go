@@ -25,7 +25,7 @@ var (
 // batches in an S3 on-failure destination (failures.Prefix:
 // aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<UUID>, Lambda
 // developer guide, "Retain discarded records for a DynamoDB event source in
-// Lambda"). The functions' roles may put objects under it only, never under
+// Lambda"). The functions' roles may never put objects under
 // failures.ReplayedPrefix.
 const FailurePrefix = failures.Prefix
 
@@ -75,16 +75,25 @@ func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 
 // grantFailureDestination lets Lambda, acting with fn's role, deliver
 // discarded batches of fn's mappings: what the developer guide asks for an
-// S3 destination (s3:PutObject and s3:ListBucket), PutObject only under
-// FailurePrefix, and both only on a bucket of this account (the guide's
-// s3:ResourceAccount condition: a bucket of that name re-created elsewhere
-// never receives our records).
+// S3 destination (s3:PutObject and s3:ListBucket), both only on a bucket of
+// this account (the guide's s3:ResourceAccount condition: a bucket of that
+// name re-created elsewhere never receives our records). PutObject is on the
+// bucket's objects, as the guide's example policy grants it, not only under
+// FailurePrefix: Lambda checks the role when it creates or updates a mapping,
+// and a grant scoped to aws/lambda/* has been reported to fail that check
+// (docs/decisions.md). An explicit deny keeps the role off the replay's
+// markers (failures.ReplayedPrefix), which say what was replayed.
 func (b *builder) grantFailureDestination(fn awslambda.IFunction) {
 	account := &map[string]any{"StringEquals": map[string]any{"s3:ResourceAccount": b.s.Stack.Account()}}
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:PutObject"),
-		Resources:  jsii.Strings(*b.s.Failures.ArnForObjects(jsii.String(FailurePrefix + "*"))),
+		Resources:  jsii.Strings(*b.s.Failures.ArnForObjects(jsii.String("*"))),
 		Conditions: account,
+	}))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Effect:    awsiam.Effect_DENY,
+		Actions:   jsii.Strings("s3:PutObject"),
+		Resources: jsii.Strings(*b.s.Failures.ArnForObjects(jsii.String(failures.ReplayedPrefix + "*"))),
 	}))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:ListBucket"),

@@ -45,8 +45,8 @@ func (b *builder) suppressions() {
 				regex(`^Resource::<ArchiveBucket[0-9A-F]{8}\.Arn>\/(`+alternatives(ArchivedTables())+`)\/\*$`)))
 		}
 		if len(a.StreamTables) > 0 {
-			reasons = append(reasons, rule("AwsSolutions-IAM5", "Lambda writes a discarded batch of the function's mappings under aws/lambda/<mapping uuid>/<shard>/<date>/, keys it chooses; PutObject only, on a bucket of this account only.",
-				regex(`^Resource::<FailureBucket[0-9A-F]{8}\.Arn>\/aws\/lambda\/\*$`)))
+			reasons = append(reasons, rule("AwsSolutions-IAM5", "Lambda writes a discarded batch of the function's mappings under aws/lambda/<mapping uuid>/<shard>/<date>/, keys it chooses, and checks the role when it creates a mapping: PutObject on the failure bucket's objects as the Lambda developer guide's policy grants it (a grant under aws/lambda/* only has been reported to fail that check), denied under replayed/, on a bucket of this account only.",
+				regex(`^Resource::<FailureBucket[0-9A-F]{8}\.Arn>\/\*$`)))
 		}
 		suppress(role, true, reasons...)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shopstream/shopstream/infra/cdk/stack"
 	"github.com/shopstream/shopstream/shared/cfntemplate"
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 	"github.com/shopstream/shopstream/shared/wiring"
 )
@@ -266,8 +267,8 @@ const samFailureBucket = "FailureBucket"
 
 // TestSAMFailureBucketMatchesCDK: template.yaml's failure bucket is the CDK
 // app's (encryption, public access, versioning, lifecycle), TLS-only, and
-// each stream function may put objects under aws/lambda/ of it and list it,
-// in this account only, nothing more; no SQS destination is left.
+// each stream function may put objects in it (never under replayed/) and
+// list it, in this account only, nothing more; no SQS destination is left.
 func TestSAMFailureBucketMatchesCDK(t *testing.T) {
 	sam := loadSAM(t)
 	cdk := stages[stack.Dev]
@@ -298,8 +299,9 @@ func TestSAMFailureBucketMatchesCDK(t *testing.T) {
 	}
 	account := map[string]any{"StringEquals": map[string]any{"s3:ResourceAccount": map[string]any{"Ref": "AWS::AccountId"}}}
 	want := []string{
-		fmt.Sprint("s3:ListBucket ", map[string]any{"Fn::GetAtt": []any{samFailureBucket, "Arn"}}, " ", account),
-		fmt.Sprint("s3:PutObject ", map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/" + stack.FailurePrefix + "*"}, " ", account),
+		fmt.Sprint("Allow s3:ListBucket ", map[string]any{"Fn::GetAtt": []any{samFailureBucket, "Arn"}}, " ", account),
+		fmt.Sprint("Allow s3:PutObject ", map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/*"}, " ", account),
+		fmt.Sprint("Deny s3:PutObject ", map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/" + failures.ReplayedPrefix + "*"}, " ", nil),
 	}
 	for _, fn := range wiring.Functions() {
 		_, p := sam.byName("AWS::Serverless::Function", "FunctionName", fn)
@@ -310,7 +312,7 @@ func TestSAMFailureBucketMatchesCDK(t *testing.T) {
 			for _, st := range sts {
 				st := st.(map[string]any)
 				if slices.Contains(refs(st["Resource"]), samFailureBucket) || strings.Contains(fmt.Sprint(st["Resource"]), samFailureBucket) {
-					got = append(got, fmt.Sprint(st["Action"], " ", st["Resource"], " ", st["Condition"]))
+					got = append(got, fmt.Sprint(st["Effect"], " ", st["Action"], " ", st["Resource"], " ", st["Condition"]))
 				}
 			}
 		}
