@@ -1,18 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/opensearch-project/opensearch-go/v4"
 	requestsigner "github.com/opensearch-project/opensearch-go/v4/signer/awsv2"
 
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/infra/ops/reindex"
 	"github.com/shopstream/shopstream/infra/ops/target"
+	"github.com/shopstream/shopstream/shared/failures"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -30,8 +34,13 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 	if err != nil {
 		return err
 	}
-	meter := progress.Start(e.stdout, "reindex", 5*time.Second)
 	start := time.Now()
+	// Recorded in the failure bucket as it begins, by the bucket's clock:
+	// when it finishes, it answers every reindex a replay asked for before
+	// this instant (failures.OutstandingReindex).
+	run := failures.ReindexRun(start)
+	recorded := mark(ctx, t, failures.ReindexStartedPrefix+run, e)
+	meter := progress.Start(e.stdout, "reindex", 5*time.Second)
 	rep, err := reindex.Run(ctx, reindex.Config{DB: t.DynamoDB(), Search: search, Products: t.Tables[tables.Products],
 		Segments: *segments, BatchSize: *batch, Progress: meter})
 	meter.Stop()
@@ -46,7 +55,28 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 	if len(rep.Failed) > 0 {
 		return fmt.Errorf("%w: %d documents failed", target.ErrIncomplete, len(rep.Failed))
 	}
+	if recorded && mark(ctx, t, failures.ReindexFinishedPrefix+run, e) {
+		fmt.Fprintf(e.stdout, "reindex: recorded as s3://%s/%s: make replay no longer asks for a reindex it asked for before %s\n",
+			t.FailureBucket, failures.ReindexFinishedPrefix+run, start.UTC().Format(time.RFC3339))
+	}
 	return nil
+}
+
+// mark writes an empty object of the reindex's record to the failure
+// bucket. Not being able to is said, not fatal: the index is rebuilt all
+// the same, and make replay goes on asking for a reindex it asked for.
+func mark(ctx context.Context, t *target.Target, key string, e env) bool {
+	if t.FailureBucket == "" {
+		return false
+	}
+	_, err := t.S3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(t.FailureBucket), Key: aws.String(key),
+		Body: bytes.NewReader(nil)})
+	if err != nil {
+		fmt.Fprintf(e.stdout, "reindex: cannot record this run in the failure bucket (s3:PutObject on s3://%s/%s*), so make replay will go on asking for a reindex it asked for before: %v\n",
+			t.FailureBucket, failures.ReindexPrefix, err)
+		return false
+	}
+	return true
 }
 
 // searchClient reaches the target's search endpoint, SigV4-signed (service

@@ -113,6 +113,10 @@ type Result struct {
 	// older than the index remembers deletes): they may have brought back
 	// documents of deleted products, which `make reindex` removes.
 	Reindex int
+	// ReindexOutstanding counts the indexer's objects replayed, by this run
+	// or an earlier one, that asked for `make reindex` and that no reindex
+	// finished since answers (failures.OutstandingReindex).
+	ReindexOutstanding int
 }
 
 // Run replays every failure object of the bucket not replayed yet. It
@@ -244,16 +248,60 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if res.Reindex > 0 {
 		fmt.Fprintf(cfg.Out, "replay: %d search indexer objects wrote products deleted since (or, unchecked, held records older than the index remembers deletes, %s): run make reindex, which removes the documents of products deleted since\n", res.Reindex, productsearch.DeleteMemory)
 	}
+	// What earlier runs asked for and no reindex has answered since: a
+	// run that finds the objects already replayed must not forget it.
+	if r.indexerInScope() {
+		needs, err := r.outstandingReindex(ctx)
+		if err != nil && aborted == nil {
+			aborted = err
+		}
+		res.ReindexOutstanding = len(needs)
+		if earlier := len(needs) - res.Reindex; earlier > 0 {
+			fmt.Fprintf(cfg.Out, "replay: %d search indexer objects replayed by earlier runs (the first at %s) asked for make reindex, and none has finished since: run make reindex\n",
+				earlier, needs[0].At.UTC().Format(time.RFC3339))
+		}
+	}
 	if aborted != nil {
 		return res, fmt.Errorf("replay stopped: %w", aborted)
 	}
 	if res.Failed > 0 || res.Skipped > 0 {
 		return res, fmt.Errorf("%d records still fail, %d objects skipped: %w", res.Failed, res.Skipped, target.ErrIncomplete)
 	}
-	if res.Reindex > 0 {
+	if res.Reindex > 0 || res.ReindexOutstanding > 0 {
 		return res, fmt.Errorf("the search index needs make reindex: %w", target.ErrIncomplete)
 	}
 	return res, nil
+}
+
+// indexerInScope says whether the run is for the search indexer's mapping
+// too (no mapping named, or that one).
+func (r *run) indexerInScope() bool {
+	if r.cfg.Mapping == "" {
+		return true
+	}
+	for _, m := range wiring.Mappings() {
+		if m.Name == r.cfg.Mapping {
+			return m.Function == wiring.StreamIndexer
+		}
+	}
+	return false
+}
+
+// outstandingReindex lists the reindex needs that no finished `make
+// reindex` answers (failures.OutstandingReindex), this run's included.
+func (r *run) outstandingReindex(ctx context.Context) ([]failures.ReindexNeed, error) {
+	objects := map[string]time.Time{}
+	p := s3.NewListObjectsV2Paginator(r.cfg.Store, &s3.ListObjectsV2Input{Bucket: aws.String(r.cfg.Bucket), Prefix: aws.String(failures.ReindexPrefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", r.cfg.Bucket, failures.ReindexPrefix, err)
+		}
+		for _, o := range page.Contents {
+			objects[aws.ToString(o.Key)] = aws.ToTime(o.LastModified)
+		}
+	}
+	return failures.OutstandingReindex(objects), nil
 }
 
 func mappingNames() []string {
@@ -605,6 +653,14 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	// object again on the next run (nothing counts twice) or finds it gone.
 	if err := r.tagReplayed(ctx, key); err != nil {
 		return outcome{}, err
+	}
+	// The need before the marker: a run killed between the two replays the
+	// object again and writes the need again; the other way round, a later
+	// run would find the object marked and the need never written.
+	if marker.Reindex {
+		if err := r.put(ctx, failures.ReindexNeededPrefix+key, mb); err != nil {
+			return outcome{}, err
+		}
 	}
 	if err := r.put(ctx, failures.ReplayedPrefix+key, mb); err != nil {
 		return outcome{}, err

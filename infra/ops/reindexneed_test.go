@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/shopstream/shopstream/shared/failures"
+	"github.com/shopstream/shopstream/shared/productsearch"
+)
+
+// TestReplaysAskForAReindexUntilOneFinishes: a replayed search-indexer batch
+// that wrote a product deleted since asks for make reindex and exits 1. A
+// later replay, which finds that batch already replayed, asks again (the
+// request is kept in the failure bucket, not only in the first run's
+// output), and so does every replay until a reindex has finished; a replay
+// of another mapping alone does not. After the reindex, replays exit 0.
+func TestReplaysAskForAReindexUntilOneFinishes(t *testing.T) {
+	d := startDrill(t, drillOptions{})
+	// The indexer fails until its mapping gives the product's creation up.
+	if got, b := d.http("PUT", d.sys.SearchURL+"/"+productsearch.Index, "", map[string]any{"mappings": map[string]any{"dynamic": "strict"}}); got != 200 {
+		t.Fatalf("create a refusing index: %d %s", got, b)
+	}
+	var p product
+	d.api(201, "POST", "/products", "admin", map[string]any{"name": "Kettle", "description": "Boils", "category": "kitchen", "priceCents": 1000, "stock": 5}, &p)
+	eventually(t, "the indexer gave the creation up", func() string {
+		if len(d.failed()["products-indexer"]) == 0 {
+			return "no failure object of products-indexer"
+		}
+		return ""
+	})
+	d.settle()
+	// The incident ends; then the product is deleted.
+	if got, b := d.http("DELETE", d.sys.SearchURL+"/"+productsearch.Index, "", nil); got != 200 {
+		t.Fatalf("drop the refusing index: %d %s", got, b)
+	}
+	if got, b := d.http("PUT", d.sys.SearchURL+"/"+productsearch.Index, "", []byte(productsearch.Mapping)); got != 200 {
+		t.Fatalf("recreate the index: %d %s", got, b)
+	}
+	d.api(204, "DELETE", "/products/"+p.ProductID, "admin", nil, nil)
+	d.settle()
+
+	if code, out := d.replay(); code != 1 || !strings.Contains(out, "run make reindex") {
+		t.Fatalf("replay of a deleted product's creation: exit %d, want 1 and \"run make reindex\"", code)
+	}
+	needs := d.objects(failures.ReindexNeededPrefix)
+	if len(needs) != 1 {
+		t.Fatalf("requests for a reindex in the bucket: %v, want 1", needs)
+	}
+	code, out := d.replay()
+	if code != 1 || !strings.Contains(out, "1 search indexer objects replayed by earlier runs") || !strings.Contains(out, "0 replayed") {
+		t.Errorf("second replay, nothing left to replay: exit %d, want 1 and the earlier run's request", code)
+	}
+	if code, out := d.replay("-mapping", "orders-counters"); code != 0 || strings.Contains(out, "reindex") {
+		t.Errorf("replay of orders-counters alone: exit %d, want 0 and no word of the index", code)
+	}
+
+	// A reindex that starts in the second of the request may not answer it
+	// (S3's times have whole seconds): start in the next one.
+	head, err := d.s3.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(d.sys.FailureBucket), Key: aws.String(needs[0])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(aws.ToTime(head.LastModified).Truncate(time.Second).Add(1100 * time.Millisecond)))
+	if code, out := d.command("reindex"); code != 0 || !strings.Contains(out, "recorded as s3://") {
+		t.Fatalf("reindex: exit %d, want 0 and its record in the failure bucket", code)
+	}
+	if got := d.doc(p.ProductID); got != "" {
+		t.Errorf("the deleted product's document after the reindex: %q, want none", got)
+	}
+	if code, out := d.replay(); code != 0 || strings.Contains(out, "make reindex") {
+		t.Errorf("replay after the reindex: exit %d, want 0 and no request for a reindex", code)
+	}
+}

@@ -1,0 +1,80 @@
+package failures
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// A replayed search-indexer batch may bring back the document of a product
+// deleted since: the search domain forgets a delete's tombstone on a restart
+// or a moved shard. The replay then asks for `make reindex`, and the failure
+// bucket keeps the request until a reindex answers it, so that a later replay
+// asks again rather than forgetting:
+//
+//   - replayed/reindex/needed/<object key>: written by the replay before the
+//     object's marker, the marker's body;
+//   - replayed/reindex/started/<run>: written by `make reindex` as it begins;
+//   - replayed/reindex/finished/<run>: written by `make reindex` when every
+//     document was written.
+//
+// A finished run answers every need written before it started, by the
+// bucket's own clock (the objects' LastModified), never the operator's. All
+// three live under ReplayedPrefix: the replay markers' lifecycle expires
+// them after MarkerKept, and no stream function's role may write them.
+const (
+	ReindexNeededPrefix   = ReplayedPrefix + "reindex/needed/"
+	ReindexStartedPrefix  = ReplayedPrefix + "reindex/started/"
+	ReindexFinishedPrefix = ReplayedPrefix + "reindex/finished/"
+	// ReindexPrefix holds the three.
+	ReindexPrefix = ReplayedPrefix + "reindex/"
+)
+
+// ReindexNeed is a replayed object whose reindex is still wanted.
+type ReindexNeed struct {
+	// Key is the failure object's key.
+	Key string
+	// At is when the need was written (the bucket's clock).
+	At time.Time
+}
+
+// OutstandingReindex returns the needs no finished reindex answers, oldest
+// first. objects maps every key under ReindexPrefix to its LastModified. A
+// need answered must have been written before a finished run started: S3's
+// LastModified has whole seconds, so a need of the same second as a run's
+// start stays outstanding (one reindex more, never one too few), and times
+// are compared in whole seconds whatever the store's precision.
+func OutstandingReindex(objects map[string]time.Time) []ReindexNeed {
+	var covered time.Time
+	for k := range objects {
+		run, ok := strings.CutPrefix(k, ReindexFinishedPrefix)
+		if !ok {
+			continue
+		}
+		if started, ok := objects[ReindexStartedPrefix+run]; ok && started.After(covered) {
+			covered = started
+		}
+	}
+	var out []ReindexNeed
+	for k, at := range objects {
+		key, ok := strings.CutPrefix(k, ReindexNeededPrefix)
+		if !ok || at.Truncate(time.Second).Before(covered.Truncate(time.Second)) {
+			continue
+		}
+		out = append(out, ReindexNeed{Key: key, At: at})
+	}
+	slices.SortFunc(out, func(a, b ReindexNeed) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+// ReindexRun names one run of `make reindex` under ReindexStartedPrefix and
+// ReindexFinishedPrefix: its start, to the second, and a random UUID, so
+// that two runs never share a name.
+func ReindexRun(now time.Time) string {
+	return now.UTC().Format("20060102T150405Z") + "-" + randomUUID()
+}
