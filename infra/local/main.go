@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/envcontract"
 	"github.com/shopstream/shopstream/shared/routes"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 func main() {
@@ -96,10 +98,13 @@ type settings struct {
 	DuplicateEvery int
 	// StreamPartitions is system.Config.StreamPartitions (STREAM_PARTITIONS).
 	StreamPartitions int
-	ArchiveBucket    string
-	FailureBucket    string
-	TablePrefix      string
-	JWTSecret        string
+	// ReservedConcurrency is system.Config.ReservedConcurrency
+	// (RESERVED_CONCURRENCY): nil is prod's.
+	ReservedConcurrency map[string]int
+	ArchiveBucket       string
+	FailureBucket       string
+	TablePrefix         string
+	JWTSecret           string
 	// Limits are AWS's transaction conflicts and partition throughput.
 	Limits ddbfront.Limits
 	// FunctionEnv holds the functions' own settings passed through.
@@ -194,6 +199,13 @@ func load(getenv func(string) string) (settings, error) {
 			return s, fmt.Errorf("STREAM_PARTITIONS=%q: want a whole number from 1 to 64 (the shards each table's stream is read as)", v)
 		}
 		s.StreamPartitions = n
+	}
+	if v := getenv("RESERVED_CONCURRENCY"); v != "" {
+		m, err := parseReserved(v)
+		if err != nil {
+			return s, err
+		}
+		s.ReservedConcurrency = m
 	}
 	if err := loadThrottle(getenv, &s); err != nil {
 		return s, err
@@ -322,15 +334,16 @@ func run(ctx context.Context, getenv func(string) string, logger *slog.Logger) e
 				return nil
 			},
 		},
-		APIAddr:          addr(cfg.APIPort),
-		DuplicateEvery:   cfg.DuplicateEvery,
-		StreamPartitions: cfg.StreamPartitions,
-		FailureBucket:    cfg.FailureBucket,
-		TablePrefix:      cfg.TablePrefix,
-		JWTSecret:        []byte(cfg.JWTSecret),
-		Env:              cfg.FunctionEnv,
-		Logger:           logger,
-		Metrics:          io.Discard,
+		APIAddr:             addr(cfg.APIPort),
+		DuplicateEvery:      cfg.DuplicateEvery,
+		StreamPartitions:    cfg.StreamPartitions,
+		ReservedConcurrency: cfg.ReservedConcurrency,
+		FailureBucket:       cfg.FailureBucket,
+		TablePrefix:         cfg.TablePrefix,
+		JWTSecret:           []byte(cfg.JWTSecret),
+		Env:                 cfg.FunctionEnv,
+		Logger:              logger,
+		Metrics:             io.Discard,
 	})
 	if err != nil {
 		return err
@@ -406,4 +419,38 @@ func token(args []string, getenv func(string) string, out io.Writer) error {
 	}
 	_, err = fmt.Fprintln(out, tok)
 	return err
+}
+
+// parseReserved reads RESERVED_CONCURRENCY: "prod" (prod's, the default),
+// "none", or function=count pairs separated by commas (a stream function
+// not named has none).
+func parseReserved(v string) (map[string]int, error) {
+	switch v {
+	case "prod":
+		return wiring.ProdReservedConcurrency(), nil
+	case "none":
+		return map[string]int{}, nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("RESERVED_CONCURRENCY=%q: %s; want prod, none or function=count pairs (%s=5,%s=10)", v, why, wiring.Archiver, wiring.StreamIndexer)
+	}
+	m := map[string]int{}
+	for _, pair := range strings.Split(v, ",") {
+		name, count, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return nil, bad(fmt.Sprintf("%q is no pair", pair))
+		}
+		if name != wiring.Counters && name != wiring.StreamIndexer && name != wiring.Archiver {
+			return nil, bad(fmt.Sprintf("%q is no stream function", name))
+		}
+		if _, dup := m[name]; dup {
+			return nil, bad(name + " given twice")
+		}
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 1 || n > 1000 {
+			return nil, bad(fmt.Sprintf("the count of %s must be a whole number from 1 to 1000", name))
+		}
+		m[name] = n
+	}
+	return m, nil
 }

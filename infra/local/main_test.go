@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/ports"
 	"github.com/shopstream/shopstream/shared/routes"
 	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -59,6 +61,17 @@ func TestLoadSettings(t *testing.T) {
 	if got, err = load(env(map[string]string{"STREAM_PARTITIONS": "1"})); err != nil || got.StreamPartitions != 1 {
 		t.Errorf("STREAM_PARTITIONS=1: got %d, %v", got.StreamPartitions, err)
 	}
+	if got, err = load(env(nil)); err != nil || got.ReservedConcurrency != nil {
+		t.Errorf("ReservedConcurrency by default: got %v, %v; want nil (prod's)", got.ReservedConcurrency, err)
+	}
+	for v, want := range map[string]map[string]int{
+		"none": {}, "prod": wiring.ProdReservedConcurrency(),
+		"archiver=2, stream-indexer=3": {wiring.Archiver: 2, wiring.StreamIndexer: 3},
+	} {
+		if got, err = load(env(map[string]string{"RESERVED_CONCURRENCY": v})); err != nil || !maps.Equal(got.ReservedConcurrency, want) {
+			t.Errorf("RESERVED_CONCURRENCY=%s: got %v, %v; want %v", v, got.ReservedConcurrency, err, want)
+		}
+	}
 	if got, err = load(env(nil)); err != nil || got.StreamPartitions != 0 {
 		t.Errorf("StreamPartitions: got %d, %v; want 0 (system.DefaultStreamPartitions)", got.StreamPartitions, err)
 	}
@@ -73,7 +86,8 @@ func TestLoadSettings(t *testing.T) {
 	}
 	for _, bad := range []map[string]string{{"S3_PORT": "x"}, {"API_PORT": "70000"}, {"TTL_SWEEP_INTERVAL": "5"}, {"TTL_SWEEP_INTERVAL": "-1s"},
 		{"DUPLICATE_BATCH_EVERY": "-1"}, {"DUPLICATE_BATCH_EVERY": "x"}, {"DUPLICATE_BATCH_EVERY": "0"},
-		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"STREAM_PARTITIONS": "0"}, {"STREAM_PARTITIONS": "65"}, {"DYNAMODB_STALE_READS": "0s"}, {"DYNAMODB_STALE_READS": "x"}, {"API_BURST_LIMIT": "1.5"}} {
+		{"API_THROTTLING": "no"}, {"API_RATE_LIMIT": "0"}, {"STREAM_PARTITIONS": "0"}, {"STREAM_PARTITIONS": "65"}, {"DYNAMODB_STALE_READS": "0s"}, {"DYNAMODB_STALE_READS": "x"}, {"API_BURST_LIMIT": "1.5"},
+		{"RESERVED_CONCURRENCY": "api=2"}, {"RESERVED_CONCURRENCY": "archiver=0"}, {"RESERVED_CONCURRENCY": "archiver"}, {"RESERVED_CONCURRENCY": "archiver=1,archiver=2"}} {
 		if _, err := load(env(bad)); err == nil {
 			t.Errorf("%v: got nil error, want one", bad)
 		}

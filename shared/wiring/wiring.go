@@ -33,6 +33,17 @@ func Timeout(fn string) time.Duration {
 	return 60 * time.Second
 }
 
+// ProdReservedConcurrency is the reserved concurrency of the stream
+// functions in prod: an API spike cannot take the account's concurrency from
+// them and let the streams' iterator age grow, and none of them can take
+// more than its share. The CDK app's prod stage reserves it (with the token
+// trigger's); the local stack caps its mappings' invocations by it
+// (RESERVED_CONCURRENCY), so that a batch waits behind a full reservation
+// locally as it would on AWS.
+func ProdReservedConcurrency() map[string]int {
+	return map[string]int{Counters: 20, StreamIndexer: 10, Archiver: 5}
+}
+
 // MaxConsumersPerStream is how many readers one stream shard tolerates before
 // DynamoDB Streams throttles them.
 const MaxConsumersPerStream = 2

@@ -162,7 +162,7 @@ var stages = map[string]Config{
 		DeletionProtection:        true,
 		RetainData:                true,
 		LogRetention:              awslogs.RetentionDays_THREE_MONTHS,
-		ReservedConcurrency:       map[string]int{wiring.Counters: 20, wiring.StreamIndexer: 10, wiring.Archiver: 5, TokenFunction: 20},
+		ReservedConcurrency:       prodReservedConcurrency(),
 		UserPoolPlus:              true,
 		CDNAllEdges:               true,
 		APIProvisionedConcurrency: 5,
@@ -287,4 +287,12 @@ func ParseReservedConcurrency(s string) (map[string]int, error) {
 		out[name] = n
 	}
 	return out, nil
+}
+
+// prodReservedConcurrency is prod's: the stream functions'
+// (wiring.ProdReservedConcurrency) and the token trigger's.
+func prodReservedConcurrency() map[string]int {
+	m := wiring.ProdReservedConcurrency()
+	m[TokenFunction] = 20
+	return m
 }

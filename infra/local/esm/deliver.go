@@ -167,7 +167,15 @@ func (r *runner) invoke(ctx context.Context, b []pending) (int, outcome) {
 	// The function sees a Lambda context, so its logger carries a request id.
 	lc := &lambdacontext.LambdaContext{AwsRequestID: requestID(), InvokedFunctionArn: functionArn(r.m.Function)}
 	out := outcome{requestID: lc.AwsRequestID}
+	// Throttled while the function's reserved concurrency is taken; the
+	// slot is held until Lambda stops waiting for the invocation.
+	release, err := r.p.acquire(ctx, r.m.Function, r.log)
+	if err != nil {
+		out.functionError, out.reason = &unhandled, err.Error() // the poller is closing
+		return 0, out
+	}
 	resp, err := r.handleWithin(lambdacontext.NewContext(ctx, lc), ev)
+	release()
 	if err != nil {
 		r.p.cfg.Logger.Warn("batch failed", "mapping", r.m.Name, "requestId", lc.AwsRequestID, "count", len(b), "err", err.Error(), "ms", time.Since(start).Milliseconds())
 		out.functionError, out.reason = &unhandled, err.Error()

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -93,8 +94,17 @@ type Config struct {
 	// side, ParallelizationFactor batches each. 0 or 1 reads a shard as
 	// it is.
 	Partitions int
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// Reserved caps each function named in it (wiring.Counters, …) at that
+	// many invocations at once, across all its mappings, as a function's
+	// reserved concurrency does on AWS; a function not named has no cap.
+	// An invocation past the cap is throttled: the batch waits, backing off
+	// (ThrottleBackoff), and is invoked once a slot is free. Lambda retries
+	// a throttled batch until its records age out, and the retry does not
+	// count against MaximumRetryAttempts (services-dynamodb-errors, "Before
+	// invocation").
+	Reserved map[string]int
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Failure is what a mapping gave up on: the object Lambda writes to an S3
@@ -124,6 +134,12 @@ type Poller struct {
 	// waits for a round in which none did.
 	invocations atomic.Int64
 
+	// slots holds a token per invocation running of a function with a
+	// reserved concurrency (Config.Reserved); throttles counts the
+	// invocations it throttled, by function.
+	slots     map[string]chan struct{}
+	throttles map[string]*atomic.Int64
+
 	mu          sync.Mutex
 	failures    map[string][]Failure // by mapping name
 	checkpoints map[string]string    // mapping/shard -> last sequence number done
@@ -145,7 +161,15 @@ func Start(ctx context.Context, cfg Config) (*Poller, error) {
 	if err := wiring.Validate(cfg.Mappings); err != nil {
 		return nil, err
 	}
-	p := &Poller{cfg: cfg, failures: map[string][]Failure{}, checkpoints: map[string]string{}}
+	p := &Poller{cfg: cfg, failures: map[string][]Failure{}, checkpoints: map[string]string{},
+		slots: map[string]chan struct{}{}, throttles: map[string]*atomic.Int64{}}
+	for name, n := range cfg.Reserved {
+		if n < 1 {
+			return nil, fmt.Errorf("reserved concurrency of %s: %d, want 1 or more (a function of 0 is never invoked)", name, n)
+		}
+		p.slots[name] = make(chan struct{}, n)
+		p.throttles[name] = new(atomic.Int64)
+	}
 	if err := p.loadCheckpoints(); err != nil {
 		return nil, err
 	}
@@ -185,6 +209,55 @@ func (p *Poller) Close() error {
 	p.cancel()
 	p.wg.Wait()
 	return nil
+}
+
+// Throttles returns how many invocations of function were throttled by its
+// reserved concurrency (Config.Reserved).
+func (p *Poller) Throttles(function string) int64 {
+	if n, ok := p.throttles[function]; ok {
+		return n.Load()
+	}
+	return 0
+}
+
+// Reserved returns function's reserved concurrency (Config.Reserved), 0
+// when it has none.
+func (p *Poller) Reserved(function string) int { return cap(p.slots[function]) }
+
+// ThrottleBackoff is how long a throttled batch waits before its invocation
+// is tried again, after attempt throttles (1 the first): from 200 ms,
+// doubling, at most 5 s, with jitter, so that the waiting batches do not
+// all come back at once. AWS publishes no figure for its pollers; a wait
+// at least this long makes no local run finish sooner than on AWS.
+func ThrottleBackoff(attempt int) time.Duration {
+	d := 200 * time.Millisecond << min(attempt-1, 5)
+	d = min(d, 5*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// acquire takes a slot of function's reserved concurrency, waiting out
+// throttles; release gives it back. A function with none is never
+// throttled.
+func (p *Poller) acquire(ctx context.Context, function string, log *slog.Logger) (release func(), err error) {
+	slots, ok := p.slots[function]
+	if !ok {
+		return func() {}, nil
+	}
+	for attempt := 1; ; attempt++ {
+		select {
+		case slots <- struct{}{}:
+			return func() { <-slots }, nil
+		default:
+		}
+		p.throttles[function].Add(1)
+		wait := ThrottleBackoff(attempt)
+		log.Debug("throttled", "function", function, "reservedConcurrency", cap(slots), "attempt", attempt, "waitMs", wait.Milliseconds())
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Failures returns what the mapping's on-failure destination received.

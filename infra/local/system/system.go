@@ -61,6 +61,10 @@ type Config struct {
 	// stream as (esm.Config.Partitions): 0 means DefaultStreamPartitions, 1
 	// one shard, as DynamoDB Local keeps it.
 	StreamPartitions int
+	// ReservedConcurrency caps the stream functions' invocations at once
+	// (esm.Config.Reserved): nil is prod's (wiring.ProdReservedConcurrency),
+	// an empty map none.
+	ReservedConcurrency map[string]int
 	// NoMappings builds the stream functions but starts no event-source
 	// mapping: the caller feeds the functions itself.
 	NoMappings bool

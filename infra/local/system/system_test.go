@@ -25,6 +25,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/infra/local/system"
 	"github.com/shopstream/shopstream/shared/envcontract"
+	"github.com/shopstream/shopstream/shared/wiring"
 )
 
 // start runs a whole system of the test's own on the binary's DynamoDB Local.
@@ -282,6 +283,11 @@ func archived(t *testing.T, sys *system.System, table string) []archiveLine {
 
 func TestClosedOrdersAndExpiredCartsReachTheArchive(t *testing.T) {
 	sys := start(t, map[string]string{"ORDER_RETENTION": "1s", "CART_TTL": "1s"}, 200*time.Millisecond)
+	// Under prod's reservation, by default: five archiver invocations at
+	// once for its two mappings' eight shards.
+	if got, want := sys.Poller.Reserved(wiring.Archiver), wiring.ProdReservedConcurrency()[wiring.Archiver]; got != want {
+		t.Fatalf("the archiver's reserved concurrency: got %d, want prod's %d", got, want)
+	}
 	c := client{t, sys.APIURL}
 	pid := setup(t, c, "Whisk", 10)
 	c.must(201, "POST", "/users", "u2", map[string]any{"email": "u2@example.com", "name": "U Two"}, nil)

@@ -78,7 +78,11 @@ func (s *System) processors(ctx context.Context, getenv func(string) string, cfg
 	if partitions <= 0 {
 		partitions = DefaultStreamPartitions
 	}
-	poller, err := esm.Start(ctx, esm.Config{
+	reserved := cfg.ReservedConcurrency
+	if reserved == nil {
+		reserved = wiring.ProdReservedConcurrency()
+	}
+	poller, err := esm.Start(ctx, esm.Config{Reserved: reserved,
 		DynamoDB: s.DynamoDB(), Streams: s.Streams(), TablePrefix: cfg.TablePrefix,
 		Mappings: mappings, Functions: functions, PollInterval: cfg.PollInterval,
 		DataDir: dataDir, DuplicateEvery: dup, Partitions: partitions, Logger: cfg.Logger.With("service", "event-source-mapping"),
