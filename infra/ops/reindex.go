@@ -56,8 +56,8 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 		return fmt.Errorf("%w: %d documents failed", target.ErrIncomplete, len(rep.Failed))
 	}
 	if recorded && mark(ctx, t, failures.ReindexFinishedPrefix+run, e) {
-		fmt.Fprintf(e.stdout, "reindex: recorded as s3://%s/%s: make replay no longer asks for a reindex it asked for before %s\n",
-			t.FailureBucket, failures.ReindexFinishedPrefix+run, start.UTC().Format(time.RFC3339))
+		fmt.Fprintf(e.stdout, "reindex: recorded as s3://%s/%s: make replay no longer asks for a reindex it asked for before s3://%[1]s/%[3]s was written (its LastModified, to the second)\n",
+			t.FailureBucket, failures.ReindexFinishedPrefix+run, failures.ReindexStartedPrefix+run)
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func mark(ctx context.Context, t *target.Target, key string, e env) bool {
 	_, err := t.S3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(t.FailureBucket), Key: aws.String(key),
 		Body: bytes.NewReader(nil)})
 	if err != nil {
-		fmt.Fprintf(e.stdout, "reindex: cannot record this run in the failure bucket (s3:PutObject on s3://%s/%s*), so make replay will go on asking for a reindex it asked for before: %v\n",
+		fmt.Fprintf(e.stdout, "reindex: cannot record this run in the failure bucket (s3:PutObject on s3://%s/%s*), so make replay goes on asking for the reindexes it asked for: %v\n",
 			t.FailureBucket, failures.ReindexPrefix, err)
 		return false
 	}

@@ -52,8 +52,8 @@ func TestReplaysAskForAReindexUntilOneFinishes(t *testing.T) {
 		t.Fatalf("requests for a reindex in the bucket: %v, want 1", needs)
 	}
 	code, out := d.replay()
-	if code != 1 || !strings.Contains(out, "1 search indexer objects replayed by earlier runs") || !strings.Contains(out, "0 replayed") {
-		t.Errorf("second replay, nothing left to replay: exit %d, want 1 and the earlier run's request", code)
+	if code != 1 || !strings.Contains(out, "1 more search indexer objects, replayed before this run") || !strings.Contains(out, "0 replayed") || !strings.Contains(out, "; 0 foreign objects") {
+		t.Errorf("second replay, nothing left to replay: exit %d, want 1, the earlier run's request, and no foreign object", code)
 	}
 	if code, out := d.replay("-mapping", "orders-counters"); code != 0 || strings.Contains(out, "reindex") {
 		t.Errorf("replay of orders-counters alone: exit %d, want 0 and no word of the index", code)

@@ -12,22 +12,23 @@ import (
 // bucket keeps the request until a reindex answers it, so that a later replay
 // asks again rather than forgetting:
 //
-//   - replayed/reindex/needed/<object key>: written by the replay before the
-//     object's marker, the marker's body;
-//   - replayed/reindex/started/<run>: written by `make reindex` as it begins;
-//   - replayed/reindex/finished/<run>: written by `make reindex` when every
-//     document was written.
+//   - reindex/needed/<object key>: written by the replay before it tags and
+//     marks the object, the marker's body;
+//   - reindex/started/<run>: written by `make reindex` as it begins;
+//   - reindex/finished/<run>: written by `make reindex` when every document
+//     was written.
 //
 // A finished run answers every need written before it started, by the
-// bucket's own clock (the objects' LastModified), never the operator's. All
-// three live under ReplayedPrefix: the replay markers' lifecycle expires
-// them after MarkerKept, and no stream function's role may write them.
+// bucket's own clock (the objects' LastModified), never the operator's.
+// Nothing expires these objects (a few bytes each, one per indexer batch
+// that asked and two per reindex): a request never lapses unanswered, and a
+// run's start never goes before the needs it answered. No stream function's
+// role may write them.
 const (
-	ReindexNeededPrefix   = ReplayedPrefix + "reindex/needed/"
-	ReindexStartedPrefix  = ReplayedPrefix + "reindex/started/"
-	ReindexFinishedPrefix = ReplayedPrefix + "reindex/finished/"
-	// ReindexPrefix holds the three.
-	ReindexPrefix = ReplayedPrefix + "reindex/"
+	ReindexPrefix         = "reindex/"
+	ReindexNeededPrefix   = ReindexPrefix + "needed/"
+	ReindexStartedPrefix  = ReindexPrefix + "started/"
+	ReindexFinishedPrefix = ReindexPrefix + "finished/"
 )
 
 // ReindexNeed is a replayed object whose reindex is still wanted.

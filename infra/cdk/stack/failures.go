@@ -63,6 +63,13 @@ func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 			Expiration:                  days(MarkerRetentionDays),
 			NoncurrentVersionExpiration: days(ReplayedRetentionDays),
 		}, {
+			// The reindex records never expire (failures.ReindexPrefix): a
+			// request for a reindex never lapses unanswered. A need written
+			// again by a rerun leaves a previous version, which goes.
+			Id:                          jsii.String("expire-overwritten-reindex-records"),
+			Prefix:                      jsii.String(failures.ReindexPrefix),
+			NoncurrentVersionExpiration: days(ReplayedRetentionDays),
+		}, {
 			Id:                                  jsii.String("abort-incomplete-uploads"),
 			AbortIncompleteMultipartUploadAfter: days(1),
 		}, {
@@ -82,7 +89,9 @@ func (b *builder) failureBucket(accessLogs awss3.IBucket) {
 // FailurePrefix: Lambda checks the role when it creates or updates a mapping,
 // and a grant scoped to aws/lambda/* has been reported to fail that check
 // (docs/decisions.md). An explicit deny keeps the role off the replay's
-// markers (failures.ReplayedPrefix), which say what was replayed.
+// markers (failures.ReplayedPrefix), which say what was replayed, and off the
+// reindex records (failures.ReindexPrefix), which say what a reindex must
+// answer.
 func (b *builder) grantFailureDestination(fn awslambda.IFunction) {
 	account := &map[string]any{"StringEquals": map[string]any{"s3:ResourceAccount": b.s.Stack.Account()}}
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -91,9 +100,10 @@ func (b *builder) grantFailureDestination(fn awslambda.IFunction) {
 		Conditions: account,
 	}))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Effect:    awsiam.Effect_DENY,
-		Actions:   jsii.Strings("s3:PutObject"),
-		Resources: jsii.Strings(*b.s.Failures.ArnForObjects(jsii.String(failures.ReplayedPrefix + "*"))),
+		Effect:  awsiam.Effect_DENY,
+		Actions: jsii.Strings("s3:PutObject"),
+		Resources: jsii.Strings(*b.s.Failures.ArnForObjects(jsii.String(failures.ReplayedPrefix + "*")),
+			*b.s.Failures.ArnForObjects(jsii.String(failures.ReindexPrefix + "*"))),
 	}))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings("s3:ListBucket"),

@@ -17,7 +17,7 @@ import (
 // TestFailureBucket: the on-failure destination of every mapping is private,
 // encrypted, TLS-only, versioned, logged, retained, and expires only what
 // the replay tagged as replayed (and its markers, previous versions and
-// delete markers): a batch not replayed stays.
+// delete markers): a batch not replayed stays, and so does a reindex record.
 func TestFailureBucket(t *testing.T) {
 	for _, name := range stageNames() {
 		s := stages[name]
@@ -49,6 +49,12 @@ func TestFailureBucket(t *testing.T) {
 					"Status":                      "Enabled",
 					"Prefix":                      failures.ReplayedPrefix,
 					"ExpirationInDays":            stack.MarkerRetentionDays,
+					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": stack.ReplayedRetentionDays},
+				}, map[string]any{
+					// A request for a reindex never lapses.
+					"Id":                          "expire-overwritten-reindex-records",
+					"Status":                      "Enabled",
+					"Prefix":                      failures.ReindexPrefix,
 					"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": stack.ReplayedRetentionDays},
 				}, map[string]any{
 					"Id":                             "abort-incomplete-uploads",

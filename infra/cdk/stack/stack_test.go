@@ -578,7 +578,7 @@ func TestLeastPrivilege(t *testing.T) {
 						}
 						if st["Effect"] != "Allow" {
 							if slices.Contains(refs(st["Resource"]), failuresID) {
-								failureGrants = append(failureGrants, fmt.Sprint(st["Effect"], " ", actions, " ", st["Resource"]))
+								failureGrants = append(failureGrants, fmt.Sprint(st["Effect"], " ", actions, " ", st["Resource"], " ", st["Condition"]))
 							}
 							continue
 						}
@@ -619,8 +619,12 @@ func TestLeastPrivilege(t *testing.T) {
 						"s3:ListBucket " + fmt.Sprint(map[string]any{"Fn::GetAtt": []any{failuresID, "Arn"}}),
 						"s3:PutObject " + fmt.Sprint(map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{failuresID, "Arn"}}, "/*"}}}),
 					}
-					// The replay's markers stay the operator's.
-					wantFailureGrants = append([]string{fmt.Sprint("Deny ", []string{"s3:PutObject"}, " ", map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{failuresID, "Arn"}}, "/" + failures.ReplayedPrefix + "*"}}})}, wantFailureGrants...)
+					// The replay's markers and the reindex records stay the
+					// operator's, whatever the condition.
+					objects := func(prefix string) any {
+						return map[string]any{"Fn::Join": []any{"", []any{map[string]any{"Fn::GetAtt": []any{failuresID, "Arn"}}, "/" + prefix + "*"}}}
+					}
+					wantFailureGrants = append([]string{fmt.Sprint("Deny ", []string{"s3:PutObject"}, " ", []any{objects(failures.ReplayedPrefix), objects(failures.ReindexPrefix)}, " ", nil)}, wantFailureGrants...)
 				}
 				if d := cmp.Diff(wantFailureGrants, sorted(failureGrants)); d != "" {
 					t.Errorf("failure bucket grants (-want +got):\n%s", d)

@@ -301,7 +301,7 @@ func TestSAMFailureBucketMatchesCDK(t *testing.T) {
 	want := []string{
 		fmt.Sprint("Allow s3:ListBucket ", map[string]any{"Fn::GetAtt": []any{samFailureBucket, "Arn"}}, " ", account),
 		fmt.Sprint("Allow s3:PutObject ", map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/*"}, " ", account),
-		fmt.Sprint("Deny s3:PutObject ", map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/" + failures.ReplayedPrefix + "*"}, " ", nil),
+		fmt.Sprint("Deny s3:PutObject ", []any{map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/" + failures.ReplayedPrefix + "*"}, map[string]any{"Fn::Sub": "${" + samFailureBucket + ".Arn}/" + failures.ReindexPrefix + "*"}}, " ", nil),
 	}
 	for _, fn := range wiring.Functions() {
 		_, p := sam.byName("AWS::Serverless::Function", "FunctionName", fn)

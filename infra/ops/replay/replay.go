@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		for _, k := range all {
-			if !strings.HasPrefix(k, failures.Prefix) && !strings.HasPrefix(k, failures.ReplayedPrefix) {
+			if !strings.HasPrefix(k, failures.Prefix) && !strings.HasPrefix(k, failures.ReplayedPrefix) && !strings.HasPrefix(k, failures.ReindexPrefix) {
 				res.Foreign++
 				r.line("foreign", "-", k, "not a failure object: left alone")
 			}
@@ -257,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.ReindexOutstanding = len(needs)
 		if earlier := len(needs) - res.Reindex; earlier > 0 {
-			fmt.Fprintf(cfg.Out, "replay: %d search indexer objects replayed by earlier runs (the first at %s) asked for make reindex, and none has finished since: run make reindex\n",
+			fmt.Fprintf(cfg.Out, "replay: %d more search indexer objects, replayed before this run or beside it (the first at %s), asked for make reindex, and none has finished since: run make reindex\n",
 				earlier, needs[0].At.UTC().Format(time.RFC3339))
 		}
 	}
@@ -648,19 +648,20 @@ func (r *run) finish(ctx context.Context, l *loaded, d driven) (outcome, error) 
 	if err != nil {
 		return outcome{}, err
 	}
+	// The need before the tag and the marker: a run killed after it replays
+	// the object again and writes the need again (one reindex more at
+	// worst). After them, a run killed in between would leave the object
+	// marked, or tagged and expired by the lifecycle, with no need written.
+	if marker.Reindex {
+		if err := r.put(ctx, failures.ReindexNeededPrefix+key, mb); err != nil {
+			return outcome{}, err
+		}
+	}
 	// Tagged before it is marked: the bucket's lifecycle expires only what
 	// the replay tagged, and a replay killed between the two replays the
 	// object again on the next run (nothing counts twice) or finds it gone.
 	if err := r.tagReplayed(ctx, key); err != nil {
 		return outcome{}, err
-	}
-	// The need before the marker: a run killed between the two replays the
-	// object again and writes the need again; the other way round, a later
-	// run would find the object marked and the need never written.
-	if marker.Reindex {
-		if err := r.put(ctx, failures.ReindexNeededPrefix+key, mb); err != nil {
-			return outcome{}, err
-		}
 	}
 	if err := r.put(ctx, failures.ReplayedPrefix+key, mb); err != nil {
 		return outcome{}, err

@@ -133,6 +133,13 @@ public class LoopbackLauncher {
             return true;
         }
         boolean v4 = host.matches("[0-9]{1,3}(\\.[0-9]{1,3}){3}");
+        if (v4) {
+            for (String octet : host.split("\\.")) {
+                if (Integer.parseInt(octet) > 255) {
+                    return false; // not an address: getByName would look it up as a name
+                }
+            }
+        }
         boolean v6 = host.indexOf(':') >= 0 && host.matches("[0-9a-f:.]+");
         if (!v4 && !v6) {
             return false;
