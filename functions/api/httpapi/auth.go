@@ -92,6 +92,15 @@ func identity(ctx context.Context) Identity {
 	return id
 }
 
+// authenticate refuses a caller without a token on a route that needs one.
+// Code: Unauthorized.
+func authenticate(r *http.Request, access Access) error {
+	if access != Public && identity(r.Context()).UserID == "" {
+		return errcode.Errorf(errcode.Unauthorized, "a bearer token is required")
+	}
+	return nil
+}
+
 // authorize checks the caller against the route's access. Codes:
 // Unauthorized, Forbidden.
 func authorize(r *http.Request, access Access) error {

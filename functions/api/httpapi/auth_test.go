@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/shared/ulid"
 )
 
 // TestAuthorizationMatrix sends every route as anonymous, the owner (amy),
@@ -21,6 +22,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 	o := e.mustOrder("amy", p, 1)
 	want(t, e.do("PUT", "/products/"+p+"/reviews/amy", userCaller("amy"), map[string]any{"rating": 5, "title": "Round"}), 201)
 
+	// absent is an id of the right shape that nothing has: the requests
+	// need not succeed, only be asked who may make them (an impossible id
+	// is a 404 to every caller with a token: TestIDsNoResourceCanHave).
+	absent := ulid.New(nil).Make()
 	type sample struct {
 		target string
 		body   any
@@ -34,19 +39,19 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /products":                                 {"/products?category=decor", nil},
 		"GET /products/{productId}":                     {"/products/" + p, nil},
 		"PATCH /products/{productId}":                   {"/products/" + p, map[string]any{"stock": 100}},
-		"DELETE /products/{productId}":                  {"/products/nope", nil},
+		"DELETE /products/{productId}":                  {"/products/" + absent, nil},
 		"GET /search":                                   {"/search?q=globe", nil},
 		"PUT /products/{productId}/reviews/{userId}":    {"/products/" + p + "/reviews/amy", map[string]any{"rating": 4, "title": "Fine"}},
 		"GET /products/{productId}/reviews":             {"/products/" + p + "/reviews", nil},
-		"DELETE /products/{productId}/reviews/{userId}": {"/products/nope/reviews/amy", nil},
+		"DELETE /products/{productId}/reviews/{userId}": {"/products/" + absent + "/reviews/amy", nil},
 		"GET /users/{userId}/reviews":                   {"/users/amy/reviews", nil},
 		"PUT /users/{userId}/cart/{productId}":          {"/users/amy/cart/" + p, map[string]any{"quantity": 1}},
 		"GET /users/{userId}/cart":                      {"/users/amy/cart", nil},
 		"POST /users/{userId}/orders":                   {"/users/amy/orders", map[string]any{"items": []any{map[string]any{"productId": p, "quantity": 1}}}},
 		"GET /users/{userId}/orders":                    {"/users/amy/orders", nil},
 		"GET /users/{userId}/orders/{orderId}":          {"/users/amy/orders/" + o, nil},
-		"POST /users/{userId}/orders/{orderId}/cancel":  {"/users/amy/orders/nope/cancel", nil},
-		"PATCH /users/{userId}/orders/{orderId}":        {"/users/amy/orders/nope", map[string]any{"status": "SHIPPED"}},
+		"POST /users/{userId}/orders/{orderId}/cancel":  {"/users/amy/orders/" + absent + "/cancel", nil},
+		"PATCH /users/{userId}/orders/{orderId}":        {"/users/amy/orders/" + absent, map[string]any{"status": "SHIPPED"}},
 		"GET /orders":                                   {"/orders?status=PLACED", nil},
 	}
 	callers := []struct {

@@ -65,6 +65,12 @@ func TestIDsNoResourceCanHave(t *testing.T) {
 		{"GET", "/users/u%01x", admin, nil},
 		{"GET", "/users/u%7Fx/cart", admin, nil},
 		{"GET", "/users/ivy/orders/" + o + "x", userCaller("ivy"), nil},
+		// Whoever asks: an impossible id is not-found before it is
+		// anyone's (the contract), not a 403 to a caller it is not.
+		{"GET", "/users/" + longUser, userCaller("ivy"), nil},
+		{"PUT", "/users/u%01x/cart/" + p, userCaller("ivy"), map[string]any{"quantity": 1}},
+		{"PATCH", "/products/not-a-ulid", userCaller("ivy"), map[string]any{"priceCents": 1}},
+		{"PATCH", "/users/ivy/orders/" + long, userCaller("ivy"), map[string]any{"status": "SHIPPED"}},
 	} {
 		name := tc.method + " " + tc.target
 		if len(name) > 80 {

@@ -81,11 +81,20 @@ func (h *Handler) guard(rt Route) http.Handler {
 			}
 		}()
 		w.Header().Set("Cache-Control", cacheControl(rt))
-		if err := authorize(r, rt.Access); err != nil {
+		// A caller without a token is refused first, as the gateway's
+		// authorizer does on AWS. Then an id no resource can have is a 404
+		// for every caller (the contract's "not-found"), before who may
+		// reach it is asked: no resource is named, so nothing is told that
+		// a 403 would hide.
+		if err := authenticate(r, rt.Access); err != nil {
 			h.fail(r.Context(), w, err)
 			return
 		}
 		if err := checkIDs(r); err != nil {
+			h.fail(r.Context(), w, err)
+			return
+		}
+		if err := authorize(r, rt.Access); err != nil {
 			h.fail(r.Context(), w, err)
 			return
 		}
