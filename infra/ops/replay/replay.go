@@ -267,9 +267,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if res.Failed > 0 || res.Skipped > 0 {
 		return res, fmt.Errorf("%d records still fail, %d objects skipped: %w", res.Failed, res.Skipped, target.ErrIncomplete)
 	}
-	if res.Reindex > 0 || res.ReindexOutstanding > 0 {
-		return res, fmt.Errorf("the search index needs make reindex: %w", target.ErrIncomplete)
-	}
+	// A request for a reindex is said, and kept until a reindex answers it,
+	// but it fails no record: the contract's exit 0 "when every record
+	// succeeded" holds, so a script's `make replay && …` goes on.
 	return res, nil
 }
 
