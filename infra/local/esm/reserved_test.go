@@ -63,6 +63,7 @@ func TestReservedConcurrencyThrottles(t *testing.T) {
 				t.Errorf("%d batches given up, want none", n)
 			}
 			most := int(running.most.Load())
+			t.Logf("reserved %d: at most %d invocations at once, %d throttled", reserved, most, p.Throttles(m.Function))
 			switch {
 			case reserved == 0 && most <= 2:
 				t.Errorf("without a reservation at most %d ran at once, want more than 2 (the load would not test the cap)", most)
