@@ -40,6 +40,15 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 	// this instant (failures.OutstandingReindex).
 	run := failures.ReindexRun(start)
 	recorded := mark(ctx, t, failures.ReindexStartedPrefix+run, e)
+	if recorded {
+		// A second before any read: a request written in the second the
+		// start was recorded, and what its replay wrote, come before them.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(failures.ReindexSettle):
+		}
+	}
 	meter := progress.Start(e.stdout, "reindex", 5*time.Second)
 	rep, err := reindex.Run(ctx, reindex.Config{DB: t.DynamoDB(), Search: search, Products: t.Tables[tables.Products],
 		Segments: *segments, BatchSize: *batch, Progress: meter})
@@ -56,7 +65,7 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 		return fmt.Errorf("%w: %d documents failed", target.ErrIncomplete, len(rep.Failed))
 	}
 	if recorded && mark(ctx, t, failures.ReindexFinishedPrefix+run, e) {
-		fmt.Fprintf(e.stdout, "reindex: recorded as s3://%s/%s: make replay no longer asks for a reindex it asked for before s3://%[1]s/%[3]s was written (its LastModified, to the second)\n",
+		fmt.Fprintf(e.stdout, "reindex: recorded as s3://%s/%s: make replay no longer asks for a reindex it asked for up to the second s3://%[1]s/%[3]s was written (its LastModified)\n",
 			t.FailureBucket, failures.ReindexFinishedPrefix+run, failures.ReindexStartedPrefix+run)
 	}
 	return nil

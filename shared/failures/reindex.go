@@ -41,10 +41,12 @@ type ReindexNeed struct {
 
 // OutstandingReindex returns the needs no finished reindex answers, oldest
 // first. objects maps every key under ReindexPrefix to its LastModified. A
-// need answered must have been written before a finished run started: S3's
-// LastModified has whole seconds, so a need of the same second as a run's
-// start stays outstanding (one reindex more, never one too few), and times
-// are compared in whole seconds whatever the store's precision.
+// finished run answers every need written in or before the second its start
+// was recorded: `make reindex` waits a second after recording its start
+// before it reads anything (ReindexSettle), so such a need, and the
+// document its replay wrote before it, came before the run's reads. Times
+// are compared in whole seconds, as S3 gives them, whatever the store's
+// precision.
 func OutstandingReindex(objects map[string]time.Time) []ReindexNeed {
 	var covered time.Time
 	for k := range objects {
@@ -59,7 +61,7 @@ func OutstandingReindex(objects map[string]time.Time) []ReindexNeed {
 	var out []ReindexNeed
 	for k, at := range objects {
 		key, ok := strings.CutPrefix(k, ReindexNeededPrefix)
-		if !ok || at.Truncate(time.Second).Before(covered.Truncate(time.Second)) {
+		if !ok || !at.Truncate(time.Second).After(covered.Truncate(time.Second)) {
 			continue
 		}
 		out = append(out, ReindexNeed{Key: key, At: at})
@@ -72,6 +74,10 @@ func OutstandingReindex(objects map[string]time.Time) []ReindexNeed {
 	})
 	return out
 }
+
+// ReindexSettle is how long `make reindex` waits after recording its start
+// before it reads the table or the index (OutstandingReindex).
+const ReindexSettle = time.Second
 
 // ReindexRun names one run of `make reindex` under ReindexStartedPrefix and
 // ReindexFinishedPrefix: its start, to the second, and a random UUID, so

@@ -236,9 +236,7 @@ func (r Report) Write(w io.Writer) error {
 		fmt.Fprintf(w, "audit: %d facts wait in the failure bucket (on their way, not drift): run make replay\n", r.OnTheirWay)
 	}
 	repaired := len(r.Drift) - len(r.Remaining())
-	if r.ArchiveObjects > 0 {
-		fmt.Fprintf(w, "audit: archive: %d objects, %d downloaded (the others known by the digest, their facts all marked)\n", r.ArchiveObjects, r.ArchiveRead)
-	}
+	fmt.Fprintf(w, "audit: archive: %d objects, %d downloaded (the others known by the digest, their facts all marked)\n", r.ArchiveObjects, r.ArchiveRead)
 	_, err := fmt.Fprintf(w, "audit: %d items, %d orders in the table, %d archived, %d reviews, %d markers, %d rounds: %d facts missing, %d counters differ, %d repaired, %d unsettled, %d input problems\n",
 		r.Items, r.Orders, r.ArchivedOrders, r.Reviews, r.Markers, r.Rounds, r.Missing-r.OnTheirWay, len(r.Drift), repaired, len(r.Unsettled), len(r.Problems))
 	if len(r.Problems) > 0 {

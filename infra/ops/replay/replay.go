@@ -257,8 +257,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.ReindexOutstanding = len(needs)
 		if earlier := len(needs) - res.Reindex; earlier > 0 {
-			fmt.Fprintf(cfg.Out, "replay: %d more search indexer objects, replayed before this run or beside it (the first at %s), asked for make reindex, and none has finished since: run make reindex\n",
-				earlier, needs[0].At.UTC().Format(time.RFC3339))
+			more := ""
+			if res.Reindex > 0 {
+				more = "more "
+			}
+			fmt.Fprintf(cfg.Out, "replay: %d %ssearch indexer objects, replayed before this run or beside it (the first at %s), asked for make reindex, and none has finished since: run make reindex\n",
+				earlier, more, needs[0].At.UTC().Format(time.RFC3339))
 		}
 	}
 	if aborted != nil {
