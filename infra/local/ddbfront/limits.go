@@ -105,6 +105,13 @@ type LimitStats struct {
 	// Unprocessed are the keys batches answered as unprocessed
 	// (UnprocessedItems, UnprocessedKeys) for a partition's throughput.
 	Unprocessed int64
+	// Holds counts the transactions admitted that held their items;
+	// HeldFor is the time they held them in all, from arrival to release
+	// (at least TxWindow each, longer when DynamoDB Local or the queue
+	// before it is slower than AWS's two phases), and LongestHold the
+	// longest.
+	Holds                int64
+	HeldFor, LongestHold time.Duration
 }
 
 // LimitStats returns the counts so far.
@@ -560,6 +567,12 @@ func (a *admission) releaseNow() {
 	defer l.mu.Unlock()
 	now := time.Now()
 	l.endWrites(a.tracks, a.committed, now)
+	if len(a.txIDs) > 0 {
+		held := now.Sub(a.start)
+		l.stats.Holds++
+		l.stats.HeldFor += held
+		l.stats.LongestHold = max(l.stats.LongestHold, held)
+	}
 	if a.committed && len(a.txIDs) > 0 {
 		l.committedToken(a.token, now)
 	}

@@ -97,6 +97,12 @@ func TestTransactionConflicts(t *testing.T) {
 	if _, err := db.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("a", 1, nil)}, noRetry); err != nil {
 		t.Fatalf("put after the transaction answered: %v", err)
 	}
+	// The holds are counted: the first transaction held its items the
+	// window at least; the refused ones held nothing (they were not
+	// admitted).
+	if s := st.Front.LimitStats(); s.Holds != 1 || s.HeldFor < window || s.LongestHold != s.HeldFor {
+		t.Errorf("holds: %d, %s in all, longest %s; want 1 of %s or more", s.Holds, s.HeldFor, s.LongestHold, window)
+	}
 }
 
 // Concurrent transactions on one item meet TransactionConflict, as on AWS;

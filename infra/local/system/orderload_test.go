@@ -97,6 +97,10 @@ type orderLoad struct {
 	// the stream processors'); gaveUp counts the processors' log lines of
 	// batches that gave up on contention ("still contended").
 	allConflicts, gaveUp int64
+	// meanHold is how long a transaction held its items on average, from
+	// its arrival at the front to its answer (AWS's two phases take about
+	// DefaultTxWindow); longestHold the longest (0 with the limits off).
+	meanHold, longestHold time.Duration
 }
 
 // gaveUpCounter is a slog handler that counts the records whose message
@@ -196,7 +200,12 @@ func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Du
 	out.conflicts = cc.conflicts
 	// The processors follow for a while after the load.
 	time.Sleep(3 * time.Second)
-	out.allConflicts = sys.Front.LimitStats().Conflicts - before.Conflicts
+	after := sys.Front.LimitStats()
+	out.allConflicts = after.Conflicts - before.Conflicts
+	if n := after.Holds - before.Holds; n > 0 {
+		out.meanHold = (after.HeldFor - before.HeldFor) / time.Duration(n)
+	}
+	out.longestHold = after.LongestHold
 	out.gaveUp = gaveUpN.Load()
 	slices.Sort(out.latency)
 	slices.Sort(out.calls)
@@ -239,6 +248,8 @@ func BenchmarkOrderLoad(b *testing.B) {
 				b.ReportMetric(float64(l.calls[len(l.calls)-1]), "calls/order-max")
 				b.ReportMetric(float64(l.failed), "failed")
 				b.ReportMetric(float64(l.gaveUp), "processor-gave-up")
+				b.ReportMetric(float64(l.meanHold.Microseconds())/1000, "tx-hold-mean-ms")
+				b.ReportMetric(float64(l.longestHold.Microseconds())/1000, "tx-hold-max-ms")
 				api := 0
 				for _, n := range l.conflicts {
 					api += n
