@@ -36,8 +36,8 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 	}
 	start := time.Now()
 	// Recorded in the failure bucket as it begins, by the bucket's clock:
-	// when it finishes, it answers every reindex a replay asked for before
-	// this instant (failures.OutstandingReindex).
+	// when it finishes, it answers every reindex a replay asked for up to
+	// this second (failures.OutstandingReindex).
 	run := failures.ReindexRun(start)
 	recorded := mark(ctx, t, failures.ReindexStartedPrefix+run, e)
 	if recorded {
