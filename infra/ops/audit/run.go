@@ -164,7 +164,7 @@ func (a *Auditor) readMarkers(ctx context.Context) (markers, []Problem, error) {
 					m.add(f)
 				}
 			}
-			a.cfg.Progress.Add("markers read", int64(len(items)))
+			a.cfg.Progress.Add("marker reads (every round)", int64(len(items)))
 			return nil
 		})
 	if err != nil {
