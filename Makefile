@@ -19,7 +19,7 @@ PKGS := ./...
 LOCAL_BIN ?= bin/shopstream-local
 run: ddb-local
 	@$(GO) build -o $(LOCAL_BIN) ./infra/local
-	exec $(LOCAL_BIN)
+	@exec $(LOCAL_BIN)
 
 ## test: formatting, vet, the earlier releases the drills run built first (cached by commit), race tests against the local stack, CDK and template checks, short fuzz runs (one worker for the paths fuzzer: each worker starts its own local stack)
 # The tests get a TMPDIR of their own, removed after: the jsii runtime behind the

@@ -156,6 +156,11 @@ func TestReadmeTryingIt(t *testing.T) {
 	if stackPid == 0 {
 		t.Fatalf("no ready line in stack.log:\n%s", stackLog)
 	}
+	// "its JSON log in stack.log": the stack's lines from the first on,
+	// no line of make's before them.
+	if first, _, _ := strings.Cut(string(stackLog), "\n"); !json.Valid([]byte(first)) {
+		t.Errorf("stack.log's first line is not JSON: %q", first)
+	}
 	waitGone(t, "the stack", stackPid)
 	waitGone(t, "DynamoDB Local", jvmPid)
 
