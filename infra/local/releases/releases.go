@@ -46,6 +46,7 @@ func Supported() []Release {
 		{Version: "0.11.0", Commit: "f00ec60ac96a41340d8a5c3ab3c3166717b52ccd", Date: "2026-11-26"},
 		{Version: "0.12.0", Commit: "17148e1432dafe6dff88172a571df6e86fc051c1", Date: "2026-11-26"},
 		{Version: "0.13.0", Commit: "07667250d20800272310e88d68af25c5cecc0520", Date: "2026-11-26"},
+		{Version: "0.14.0", Commit: "656e3ba6bcc99a77b2f7f0238d507c68a1d083e3", Date: "2026-11-26"},
 	}
 }
 
