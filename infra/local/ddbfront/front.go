@@ -75,6 +75,7 @@ type Front struct {
 	positions *positions
 	barrier   *barrier
 	limits    *limiter
+	calls     *callCounts
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -98,6 +99,13 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 	if cfg.Streams == nil {
 		cfg.Streams = dynamodbstreams.NewFromConfig(upstream, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(cfg.Upstream) })
 	}
+	calls := newCallCounts()
+	cfg.DynamoDB = dynamodb.New(cfg.DynamoDB.Options(), func(o *dynamodb.Options) {
+		o.HTTPClient = countedClient{n: calls, c: httpClientOf(o.HTTPClient)}
+	})
+	cfg.Streams = dynamodbstreams.New(cfg.Streams.Options(), func(o *dynamodbstreams.Options) {
+		o.HTTPClient = countedClient{n: calls, c: httpClientOf(o.HTTPClient)}
+	})
 	l, err := openLedger(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -132,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 		positions: newPositions(cfg.Streams, cfg.DynamoDB, cfg.Logger, stamps, seen),
 		stop:      make(chan struct{}),
 		limits:    newLimiter(cfg.Limits, cfg.DynamoDB),
+		calls:     calls,
 	}
 	if cfg.CommitBarrier {
 		f.barrier = &barrier{run: f.listTablesBarrier}
@@ -269,6 +278,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Header[k] = vs
 	}
+	f.calls.add(false, target)
 	resp, err := f.client.Do(req)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "com.amazonaws.dynamodb.v20120810#InternalServerError", "dynamodb local unavailable: "+err.Error())

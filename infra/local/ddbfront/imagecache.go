@@ -89,6 +89,30 @@ func (l *limiter) startWrites(refs []ref, now time.Time) (map[string]imageEntry,
 	return hits, tracks
 }
 
+// cachedImages are the items of refs the image cache holds, as they are
+// now: an image is dropped as a write of its item starts and kept only from
+// a write that was alone on its item, so one held with no write of its item
+// in flight, and none the limits could not name, is the item in DynamoDB
+// Local. A read charged by it (a projected read, which AWS charges the
+// whole item) needs no second read of the item.
+func (l *limiter) cachedImages(refs []ref, now time.Time) map[string]imageEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]imageEntry{}
+	if l.untracked > 0 {
+		return out
+	}
+	for _, r := range refs {
+		if fl := l.flights[r.id]; fl != nil && fl.count > 0 {
+			continue
+		}
+		if e, ok := l.imgs[r.id]; ok && now.Sub(e.readAt) < imageTTL {
+			out[r.id] = e
+		}
+	}
+	return out
+}
+
 // endWrites ends an admission's writes; committed says its answer was a
 // success. Callers hold l.mu.
 func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) {

@@ -32,8 +32,15 @@ type Limits struct {
 	// before it answers, which DynamoDB Local's one SQLite thread does not
 	// take. A transaction holds its items from its arrival until its answer,
 	// which the front sends no sooner than TxWindow after the arrival
-	// (default DefaultTxWindow).
-	TxWindow time.Duration
+	// (default DefaultTxWindow); another request on a held item conflicts.
+	// ReleaseAtWindow holds them TxWindow only, while the answer may still
+	// wait for DynamoDB Local behind other requests (AWS would not make it
+	// wait): closer to AWS's window, measured slower on this machine
+	// (docs/decisions.md, "How long a transaction holds its items"), so
+	// not the default. The ClientRequestToken stays in progress until the
+	// answer either way.
+	TxWindow        time.Duration
+	ReleaseAtWindow bool
 	// PartitionWCU and PartitionRCU are the write units, or the read units,
 	// one partition of a table or index serves per second, or a linear mix
 	// of the two (defaults DefaultPartitionWCU and DefaultPartitionRCU).
@@ -107,11 +114,13 @@ type LimitStats struct {
 	Unprocessed int64
 	// Holds counts the transactions admitted that held their items;
 	// HeldFor is the time they held them in all, from arrival to release
-	// (at least TxWindow each, longer when DynamoDB Local or the queue
-	// before it is slower than AWS's two phases), and LongestHold the
-	// longest.
+	// (until the answer; with ReleaseAtWindow, TxWindow each), and
+	// LongestHold the longest. AnsweredIn is the time from their arrival
+	// to their answer in all (at least TxWindow each, longer when DynamoDB
+	// Local or the queue before it is slower than AWS's two phases).
 	Holds                int64
 	HeldFor, LongestHold time.Duration
+	AnsweredIn           time.Duration
 }
 
 // LimitStats returns the counts so far.
@@ -133,10 +142,13 @@ type limiter struct {
 	schemas *schemas
 
 	mu      sync.Mutex
-	txItems map[string]holder // items held by a TransactWriteItems
-	writes  map[string]int    // items under a single-item write
-	buckets map[string]*tokenBucket
-	stats   LimitStats
+	txItems map[string]int // items held by a TransactWriteItems
+	// txTokens are the ClientRequestTokens of the transactions admitted
+	// and not answered yet.
+	txTokens map[string]int
+	writes   map[string]int // items under a single-item write
+	buckets  map[string]*tokenBucket
+	stats    LimitStats
 	// imgs, flights, tokens, untracked and epoch are the image cache's
 	// (imagecache.go): untracked counts the writes in flight the limits
 	// could not name, and epoch moves at each of their starts and ends.
@@ -158,15 +170,8 @@ func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {
 	cfg = cfg.withDefaults()
 	return &limiter{
 		cfg: cfg, db: db, now: cfg.Now, schemas: &schemas{db: db, byName: map[string]tables.Table{}},
-		txItems: map[string]holder{}, writes: map[string]int{}, buckets: map[string]*tokenBucket{},
+		txItems: map[string]int{}, txTokens: map[string]int{}, writes: map[string]int{}, buckets: map[string]*tokenBucket{},
 	}
-}
-
-// holder is a held item: how many admitted transactions hold it, and the
-// ClientRequestToken of the last.
-type holder struct {
-	count int
-	token string
 }
 
 // ref is one item a request names.
@@ -196,6 +201,10 @@ type admission struct {
 	op      string
 	txIDs   []string
 	writeID []string
+	// held says the transaction's items are still held against others;
+	// holdTimer ends that at TxWindow after start.
+	held      bool
+	holdTimer *time.Timer
 	// tracks are the written items, for the image cache; committed says
 	// DynamoDB Local answered the write 200; token is a transaction's
 	// ClientRequestToken, replay that it committed before.
@@ -395,20 +404,19 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 // pay twice the write.
 func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, token string) (*admission, *refusal) {
 	l.mu.Lock()
+	if token != "" && l.txTokens[token] > 0 {
+		// The same transaction again (its client gave up waiting for
+		// the first attempt, which is still unanswered): AWS refuses it,
+		// and the SDK retries it as a throttle; once the first answered,
+		// the token replays its outcome.
+		l.mu.Unlock()
+		return nil, inProgressRefusal
+	}
 	codes := make([]string, len(refs))
 	conflicted := false
 	for i, r := range refs {
 		codes[i] = reasonNone
-		h := l.txItems[r.id]
-		if h.count > 0 && token != "" && h.token == token {
-			// The same transaction again (its client gave up waiting
-			// for the first attempt, which is still unanswered): AWS
-			// refuses it, and the SDK retries it as a throttle; once
-			// the first answered, the token replays its outcome.
-			l.mu.Unlock()
-			return nil, inProgressRefusal
-		}
-		if h.count > 0 {
+		if l.txItems[r.id] > 0 {
 			codes[i], conflicted = reasonConflict, true
 		}
 	}
@@ -417,13 +425,20 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 		l.mu.Unlock()
 		return nil, cancellationOf(codes)
 	}
-	adm := &admission{l: l, op: op, start: time.Now(), token: token, replay: l.replayed(token, time.Now())}
+	adm := &admission{l: l, op: op, start: time.Now(), token: token, replay: l.replayed(token, time.Now()), held: true}
 	for _, r := range refs {
-		h := l.txItems[r.id]
-		h.count++
-		h.token = token
-		l.txItems[r.id] = h
+		l.txItems[r.id]++
 		adm.txIDs = append(adm.txIDs, r.id)
+	}
+	if token != "" {
+		l.txTokens[token]++
+	}
+	if l.cfg.ReleaseAtWindow {
+		adm.holdTimer = time.AfterFunc(l.cfg.TxWindow, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			adm.unholdLocked(time.Now())
+		})
 	}
 	l.mu.Unlock()
 
@@ -456,7 +471,7 @@ func (l *limiter) admitWrite(ctx context.Context, op string, body []byte) (*admi
 // holds its item, or when a partition it writes cannot pay.
 func (l *limiter) admitWriteRef(ctx context.Context, op string, r ref) (*admission, *refusal) {
 	l.mu.Lock()
-	if l.txItems[r.id].count > 0 {
+	if l.txItems[r.id] > 0 {
 		l.stats.Conflicts++
 		l.mu.Unlock()
 		return nil, conflictRefusal
@@ -567,22 +582,22 @@ func (a *admission) releaseNow() {
 	defer l.mu.Unlock()
 	now := time.Now()
 	l.endWrites(a.tracks, a.committed, now)
-	if len(a.txIDs) > 0 {
-		held := now.Sub(a.start)
-		l.stats.Holds++
-		l.stats.HeldFor += held
-		l.stats.LongestHold = max(l.stats.LongestHold, held)
-	}
 	if a.committed && len(a.txIDs) > 0 {
 		l.committedToken(a.token, now)
 	}
+	if len(a.txIDs) > 0 {
+		l.stats.AnsweredIn += now.Sub(a.start)
+	}
 	a.tracks = nil
-	for _, id := range a.txIDs {
-		h := l.txItems[id]
-		if h.count--; h.count <= 0 {
-			delete(l.txItems, id)
+	if a.holdTimer != nil {
+		a.holdTimer.Stop()
+	}
+	a.unholdLocked(now)
+	if n, ok := l.txTokens[a.token]; ok && len(a.txIDs) > 0 {
+		if n <= 1 {
+			delete(l.txTokens, a.token)
 		} else {
-			l.txItems[id] = h
+			l.txTokens[a.token] = n - 1
 		}
 	}
 	for _, id := range a.writeID {
@@ -591,6 +606,26 @@ func (a *admission) releaseNow() {
 		}
 	}
 	a.txIDs, a.writeID = nil, nil
+}
+
+// unholdLocked ends a transaction's hold of its items, at its answer (with
+// ReleaseAtWindow, at TxWindow after its arrival if that comes first), and
+// counts how long it held them. l.mu is held.
+func (a *admission) unholdLocked(now time.Time) {
+	if !a.held {
+		return
+	}
+	a.held = false
+	l := a.l
+	held := now.Sub(a.start)
+	l.stats.Holds++
+	l.stats.HeldFor += held
+	l.stats.LongestHold = max(l.stats.LongestHold, held)
+	for _, id := range a.txIDs {
+		if l.txItems[id]--; l.txItems[id] <= 0 {
+			delete(l.txItems, id)
+		}
+	}
 }
 
 // rawAction is one item action as the wire spells it, in a transaction or
@@ -914,9 +949,10 @@ func notExistsOfKey(t tables.Table, cond string, names map[string]string) bool {
 }
 
 // images reads the items refs name as they are now, except those of Puts
-// that apply only where no item is.
+// that apply only where no item is; the image cache gives those it holds
+// (cachedImages).
 func (l *limiter) images(ctx context.Context, refs []ref) (map[string]map[string]types.AttributeValue, error) {
-	return l.imagesOf(ctx, refs, nil)
+	return l.imagesOf(ctx, refs, l.cachedImages(refs, time.Now()))
 }
 
 // imagesOf is images with the items the image cache holds taken from have.

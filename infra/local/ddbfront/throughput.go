@@ -290,7 +290,7 @@ func (l *limiter) admitTransactGet(ctx context.Context, op string, refs []ref) (
 	conflicted := false
 	l.mu.Lock()
 	for i, r := range refs {
-		if l.txItems[r.id].count > 0 || l.writes[r.id] > 0 {
+		if l.txItems[r.id] > 0 || l.writes[r.id] > 0 {
 			codes[i], conflicted = reasonConflict, true
 		}
 	}

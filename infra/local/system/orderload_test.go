@@ -98,9 +98,32 @@ type orderLoad struct {
 	// batches that gave up on contention ("still contended").
 	allConflicts, gaveUp int64
 	// meanHold is how long a transaction held its items on average, from
-	// its arrival at the front to its answer (AWS's two phases take about
-	// DefaultTxWindow); longestHold the longest (0 with the limits off).
-	meanHold, longestHold time.Duration
+	// its arrival at the front (AWS's two phases take about
+	// DefaultTxWindow); longestHold the longest (0 with the limits off);
+	// meanAnswer how long it waited for its answer on average.
+	meanHold, longestHold, meanAnswer time.Duration
+	// passed and own are the requests DynamoDB Local served during the
+	// load and the 3 s after, by operation: the system's, passed on by the
+	// front, and the front's own.
+	passed, own map[string]int64
+}
+
+// diffCalls is after less before, by operation.
+func diffCalls(after, before map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for op, n := range after {
+		if d := n - before[op]; d > 0 {
+			out[op] = d
+		}
+	}
+	return out
+}
+
+func sumCalls(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // gaveUpCounter is a slog handler that counts the records whose message
@@ -129,7 +152,7 @@ func (g gaveUpCounter) WithGroup(string) slog.Handler      { return g }
 // runOrderLoad places orders of 1 to 3 units of one of ten products (stock
 // ample) from clients buyers for d, through the store as the API calls it,
 // while the system's stream processors count them.
-func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Duration) orderLoad {
+func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d time.Duration) orderLoad {
 	tb.Helper()
 	prefix := stacktest.OwnPrefix(tb)
 	var gaveUpN atomic.Int64
@@ -138,7 +161,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Du
 		Stack: endpoints.Config{
 			DynamoDBUpstream: stacktest.Stack(tb).Upstream(),
 			TTLSweepInterval: -1,
-			Limits:           ddbfront.Limits{Off: limitsOff},
+			Limits:           limits,
 		},
 		TablePrefix: prefix,
 		Logger:      slog.New(gaveUp),
@@ -168,6 +191,7 @@ func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Du
 	var out orderLoad
 	var wg sync.WaitGroup
 	before := sys.Front.LimitStats()
+	callsBefore := sys.Front.UpstreamCalls()
 	start := time.Now()
 	stop := start.Add(d)
 	for i := range clients {
@@ -201,9 +225,12 @@ func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Du
 	// The processors follow for a while after the load.
 	time.Sleep(3 * time.Second)
 	after := sys.Front.LimitStats()
+	callsAfter := sys.Front.UpstreamCalls()
+	out.passed, out.own = diffCalls(callsAfter.Passed, callsBefore.Passed), diffCalls(callsAfter.Own, callsBefore.Own)
 	out.allConflicts = after.Conflicts - before.Conflicts
 	if n := after.Holds - before.Holds; n > 0 {
 		out.meanHold = (after.HeldFor - before.HeldFor) / time.Duration(n)
+		out.meanAnswer = (after.AnsweredIn - before.AnsweredIn) / time.Duration(n)
 	}
 	out.longestHold = after.LongestHold
 	out.gaveUp = gaveUpN.Load()
@@ -215,7 +242,10 @@ func runOrderLoad(tb testing.TB, limitsOff bool, buckets, clients int, d time.Du
 // BenchmarkOrderLoad measures the order path under AWS's limits and without
 // them, in one run on one machine: 24 clients over 10 products of one stock
 // bucket for 10 s (ORDER_LOAD_SECONDS), with the counters, the indexer and
-// the archiver following the streams; then with the products' stock over 4
+// the archiver following the streams; then under the limits with each
+// transaction holding its items for AWS's window only, not until its
+// answer (Limits.ReleaseAtWindow, docs/decisions.md); then with the
+// products' stock over 4
 // buckets, under the limits and without them, so that each bucket count has
 // its own ratio. It reports orders/s, p50/p99 latency,
 // DynamoDB calls per order (p50, p99, max), the orders' transaction
@@ -228,14 +258,16 @@ func BenchmarkOrderLoad(b *testing.B) {
 	if s, err := strconv.Atoi(os.Getenv("ORDER_LOAD_SECONDS")); err == nil && s > 0 {
 		d = time.Duration(s) * time.Second
 	}
+	on, off, atWindow := ddbfront.Limits{}, ddbfront.Limits{Off: true}, ddbfront.Limits{ReleaseAtWindow: true}
 	for _, mode := range []struct {
 		name    string
-		off     bool
+		limits  ddbfront.Limits
 		buckets int
-	}{{"limits=on", false, 1}, {"limits=off", true, 1}, {"limits=on/buckets=4", false, 4}, {"limits=off/buckets=4", true, 4}} {
+	}{{"limits=on", on, 1}, {"limits=off", off, 1}, {"limits=on/hold=window", atWindow, 1},
+		{"limits=on/buckets=4", on, 4}, {"limits=off/buckets=4", off, 4}} {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
-				l := runOrderLoad(b, mode.off, mode.buckets, 24, d)
+				l := runOrderLoad(b, mode.limits, mode.buckets, 24, d)
 				if len(l.latency) == 0 {
 					b.Fatalf("no order placed: %d refused, %d failed", l.refused, l.failed)
 				}
@@ -250,6 +282,10 @@ func BenchmarkOrderLoad(b *testing.B) {
 				b.ReportMetric(float64(l.gaveUp), "processor-gave-up")
 				b.ReportMetric(float64(l.meanHold.Microseconds())/1000, "tx-hold-mean-ms")
 				b.ReportMetric(float64(l.longestHold.Microseconds())/1000, "tx-hold-max-ms")
+				b.ReportMetric(float64(l.meanAnswer.Microseconds())/1000, "tx-answer-mean-ms")
+				b.ReportMetric(float64(sumCalls(l.passed))/float64(l.placed), "local-passed/order")
+				b.ReportMetric(float64(sumCalls(l.own))/float64(l.placed), "local-own/order")
+				b.Logf("%s: DynamoDB Local served, passed on %v, the front's own %v", mode.name, l.passed, l.own)
 				api := 0
 				for _, n := range l.conflicts {
 					api += n

@@ -1,0 +1,130 @@
+package ddbfront_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
+	"github.com/shopstream/shopstream/infra/local/endpoints"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+)
+
+// slowTransactions puts a proxy before DynamoDB Local that keeps every
+// TransactWriteItems naming the value "slow" for the given time before it
+// passes it on: a transaction that waits behind others for DynamoDB Local's
+// one thread, as under load.
+func slowTransactions(t *testing.T, slow time.Duration) string {
+	t.Helper()
+	up, err := url.Parse(stacktest.Stack(t).Upstream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") && bytes.Contains(body, []byte(`"slow"`)) {
+			time.Sleep(slow)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// A transaction holds its items until its answer, however late DynamoDB
+// Local gives it (stricter than AWS, whose two phases take TxWindow): a
+// write of its item after the window but before its late answer is
+// refused. With ReleaseAtWindow it holds them for the window only, and that
+// write is not refused. Either way its ClientRequestToken stays in
+// progress until the answer.
+func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
+	const window, slow = 300 * time.Millisecond, 3 * time.Second
+	upstream := slowTransactions(t, slow)
+	for _, untilAnswer := range []bool{true, false} {
+		prefix := stacktest.OwnPrefix(t)
+		st, err := endpoints.Start(context.Background(), endpoints.Config{
+			DynamoDBUpstream: upstream, TTLSweepInterval: -1,
+			SweepTables: func(table string) bool { return strings.HasPrefix(table, prefix) },
+			Limits:      ddbfront.Limits{TxWindow: window, ReleaseAtWindow: !untilAnswer},
+		})
+		if err != nil {
+			t.Fatalf("start stack: %v", err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		db := st.DynamoDB()
+		table := prefix + "held"
+		createTable(t, db, table, "")
+
+		in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("hold-" + table),
+			TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("slow", 1, nil)}}}}
+		first := make(chan error, 1)
+		go func() {
+			_, err := db.TransactWriteItems(ctx(t), in, noRetry)
+			first <- err
+		}()
+		// Once the transaction is in progress, its item is held either
+		// way; at most the window later, only until the answer.
+		deadline := time.Now().Add(slow / 3)
+		for {
+			_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("slow", 1),
+				UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
+			var tce *types.TransactionConflictException
+			if errors.As(err, &tce) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("hold until answer %v: a write of the item of a transaction in progress: got %v, want TransactionConflictException", untilAnswer, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(2 * window)
+		_, err = db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("other", 1),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
+		if err != nil {
+			t.Fatalf("a write of another item: %v", err)
+		}
+		_, err = db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("slow", 1),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(2)}}, noRetry)
+		var tce *types.TransactionConflictException
+		if got := errors.As(err, &tce); got != untilAnswer {
+			t.Errorf("hold until answer %v: a write after the window, before the answer: got %v, want a conflict %v", untilAnswer, err, untilAnswer)
+		}
+		_, err = db.TransactWriteItems(ctx(t), in, noRetry)
+		var tip *types.TransactionInProgressException
+		if !errors.As(err, &tip) {
+			t.Errorf("hold until answer %v: the same token before the answer: got %v, want TransactionInProgressException", untilAnswer, err)
+		}
+		select {
+		case err := <-first:
+			t.Fatalf("the transaction answered (%v) before the checks ended; they prove nothing", err)
+		default:
+		}
+		if err := <-first; err != nil {
+			t.Fatalf("the transaction: %v", err)
+		}
+		s := st.Front.LimitStats()
+		if held := s.LongestHold; untilAnswer != (held >= slow) || held < window {
+			t.Errorf("hold until answer %v: longest hold %s; want at least %s, and %s or more only when held until the answer", untilAnswer, held, window, slow)
+		}
+	}
+}
