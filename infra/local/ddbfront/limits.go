@@ -35,9 +35,10 @@ type Limits struct {
 	// (default DefaultTxWindow); another request on a held item conflicts.
 	// ReleaseAtWindow holds them TxWindow only, while the answer may still
 	// wait for DynamoDB Local behind other requests (AWS would not make it
-	// wait): closer to AWS's window, measured slower on this machine
-	// (docs/decisions.md, "How long a transaction holds its items"), so
-	// not the default. The ClientRequestToken stays in progress until the
+	// wait): closer to AWS's window, but measured no faster on this
+	// machine, and a transaction admitted beside an unanswered one on its
+	// item is priced by a read (docs/decisions.md, "How long a transaction
+	// holds its items"), so not the default. The ClientRequestToken stays in progress until the
 	// answer either way.
 	TxWindow        time.Duration
 	ReleaseAtWindow bool
