@@ -395,7 +395,7 @@ func buildCanary(ctx context.Context, cfg settings, logger *slog.Logger) (*syste
 	if err != nil {
 		return nil, fmt.Errorf("API_CANARY_REF=%s: %w", cfg.CanaryRef, err)
 	}
-	return &system.Canary{Bootstrap: bin, Percent: cfg.CanaryPercent, Output: os.Stderr}, nil
+	return &system.Canary{Bootstrap: bin, Percent: cfg.CanaryPercent, Output: os.Stderr, Build: commit}, nil
 }
 
 // token prints a dev JWT that the API Gateway emulation accepts.

@@ -168,6 +168,8 @@ func TestReadmeTryingIt(t *testing.T) {
 	for _, want := range []string{
 		`"Copper Kettle"`,                   // the seeded kitchen products
 		`"userId":"u1"`, `"u1@example.com"`, // the seeded u1, read with u1's token
+		`"status":"PLACED"`, `"quantity":1`, // u1's order
+		`"Trail Backpack"`,                  // the search
 		`"userId":"u3"`, `"u3@example.com"`, // the new user
 		`"S": "u3"`, `"ScannedCount"`, // the AWS CLI's scan of users
 	} {

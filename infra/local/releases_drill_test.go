@@ -478,6 +478,24 @@ func contains(ids []string, id string) bool {
 	return false
 }
 
+// lockedBuffer is a buffer many processes' output goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // countingAPI counts the orders one side of the routing placed.
 type countingAPI struct {
 	apigw.Invoker
@@ -494,7 +512,8 @@ type countingAPI struct {
 func TestCanaryAndRollback(t *testing.T) {
 	prev := releases.Previous()
 	bin := buildRelease(t, prev, "./functions/api", "lambda.norpc")
-	sys := startCurrent(t, "", &system.Canary{Bootstrap: bin, Percent: 100, Environments: 8})
+	logs := &lockedBuffer{}
+	sys := startCurrent(t, "", &system.Canary{Bootstrap: bin, Percent: 100, Environments: 8, Output: logs, Build: prev.Commit})
 	route := sys.APIRouting
 	var ordersThis, ordersPrev atomic.Int64
 	route.Primary = countingAPI{route.Primary, &ordersThis}
@@ -517,6 +536,30 @@ func TestCanaryAndRollback(t *testing.T) {
 		u := "buyer" + strconv.Itoa(i)
 		c.must(201, "POST", "/users", u, map[string]any{"email": u + "@example.com", "name": u})
 		users = append(users, u)
+	}
+	// Each request line of the canary's says which build served it (the
+	// lines reach the output through pipes, a moment after the answers).
+	tagged := 0
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		tagged = 0
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			var line struct {
+				Message, FunctionVersion, Build string
+			}
+			if json.Unmarshal([]byte(l), &line) != nil || line.Message != "request" {
+				continue
+			}
+			if line.FunctionVersion != "canary" || line.Build != prev.Commit {
+				t.Fatalf("a request line of the canary: %s; want functionVersion canary and build %s", l, prev.Commit)
+			}
+			tagged++
+		}
+		if tagged >= products+buyers || time.Now().After(deadline) {
+			break
+		}
+	}
+	if tagged < products+buyers {
+		t.Fatalf("the canary served %d requests, logged %d request lines:\n%.3000s", products+buyers, tagged, logs.String())
 	}
 
 	type result struct {

@@ -61,16 +61,3 @@ func (c countedClient) Do(req *http.Request) (*http.Response, error) {
 	c.n.add(true, req.Header.Get("X-Amz-Target"))
 	return c.c.Do(req)
 }
-
-// httpClientOf is the client an SDK client's options name, the SDK's
-// default when they name none.
-func httpClientOf(c interface {
-	Do(*http.Request) (*http.Response, error)
-}) interface {
-	Do(*http.Request) (*http.Response, error)
-} {
-	if c == nil {
-		return http.DefaultClient
-	}
-	return c
-}

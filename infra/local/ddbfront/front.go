@@ -101,10 +101,10 @@ func New(ctx context.Context, cfg Config) (*Front, error) {
 	}
 	calls := newCallCounts()
 	cfg.DynamoDB = dynamodb.New(cfg.DynamoDB.Options(), func(o *dynamodb.Options) {
-		o.HTTPClient = countedClient{n: calls, c: httpClientOf(o.HTTPClient)}
+		o.HTTPClient = countedClient{n: calls, c: o.HTTPClient}
 	})
 	cfg.Streams = dynamodbstreams.New(cfg.Streams.Options(), func(o *dynamodbstreams.Options) {
-		o.HTTPClient = countedClient{n: calls, c: httpClientOf(o.HTTPClient)}
+		o.HTTPClient = countedClient{n: calls, c: o.HTTPClient}
 	})
 	l, err := openLedger(cfg.DataDir)
 	if err != nil {

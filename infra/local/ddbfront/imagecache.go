@@ -17,7 +17,9 @@ import (
 // write that made it was the only write of its item in flight from its
 // admission to its answer, its outcome is known (200), and its item after is
 // computed exactly; any other write of the item drops it, and an image is
-// read again at least every imageTTL.
+// read again at least every imageTTL. The reads AWS charges by the whole
+// item (a projected one, a read transaction's) are charged from the image
+// too (cachedImages).
 
 // imageTTL bounds how long an image derived from a read stays in use.
 const imageTTL = 5 * time.Second

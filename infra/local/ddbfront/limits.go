@@ -117,8 +117,10 @@ type LimitStats struct {
 	// HeldFor is the time they held them in all, from arrival to release
 	// (until the answer; with ReleaseAtWindow, TxWindow each), and
 	// LongestHold the longest. AnsweredIn is the time from their arrival
-	// to their answer in all (at least TxWindow each, longer when DynamoDB
-	// Local or the queue before it is slower than AWS's two phases).
+	// to their answer in all (at least TxWindow each for those passed on,
+	// longer when DynamoDB Local or the queue before it is slower than
+	// AWS's two phases). Both count the transactions admitted and then
+	// throttled too, which release their items at once.
 	Holds                int64
 	HeldFor, LongestHold time.Duration
 	AnsweredIn           time.Duration
@@ -404,6 +406,9 @@ func (l *limiter) admitTransactWrite(ctx context.Context, body []byte) (*admissi
 // transaction holds one of its items, or when a partition it writes cannot
 // pay twice the write.
 func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, token string) (*admission, *refusal) {
+	if len(refs) == 0 {
+		return nil, nil // DynamoDB Local refuses an empty transaction
+	}
 	l.mu.Lock()
 	if token != "" && l.txTokens[token] > 0 {
 		// The same transaction again (its client gave up waiting for

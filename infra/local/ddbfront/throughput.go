@@ -440,8 +440,10 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 		}
 		size := sizeOf(res.Item)
 		if a.get != nil && res.Item != nil {
+			// The whole item, never less than the answer: a write
+			// between the read and this charge may have shrunk it.
 			if items, err := l.images(ctx, []ref{*a.get}); err == nil {
-				size = capacity.ItemSize(items[a.get.id])
+				size = max(size, capacity.ItemSize(items[a.get.id]))
 			}
 		}
 		l.charge(a.reads[0].bucket, capacity.ReadUnits(size, a.reads[0].c))
@@ -783,15 +785,19 @@ func (l *limiter) chargeBatchGet(ctx context.Context, a *admission, out []byte) 
 				refs = append(refs, r)
 			}
 		}
+		var whole map[string]map[string]types.AttributeValue
 		if ka.ProjectionExpression != "" || len(ka.AttributesToGet) > 0 {
 			// A projection does not change what is read; it may even
-			// leave out the key, so every processed key is read again.
-			if found, err = l.images(ctx, refs); err != nil {
+			// leave out the key, so every processed key is read again
+			// (or taken from the image cache), and charged never less
+			// than the answer.
+			if whole, err = l.images(ctx, refs); err != nil {
 				continue
 			}
 		}
 		for _, r := range refs {
-			l.charge(bucketKey{table: table, pk: valueText(r.key[t.PartitionKey.Name])}, capacity.ReadUnits(capacity.ItemSize(found[r.id]), consistencyOf(ka.ConsistentRead)))
+			size := max(capacity.ItemSize(found[r.id]), capacity.ItemSize(whole[r.id]))
+			l.charge(bucketKey{table: table, pk: valueText(r.key[t.PartitionKey.Name])}, capacity.ReadUnits(size, consistencyOf(ka.ConsistentRead)))
 		}
 	}
 	// What admission took is part of what was charged.

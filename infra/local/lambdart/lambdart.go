@@ -131,10 +131,15 @@ type Process struct {
 // Run starts the function binary bin with exactly env and
 // AWS_LAMBDA_RUNTIME_API pointing at the runtime: nothing of this process's
 // own environment reaches the function, as nothing of the caller's reaches a
-// Lambda function. Its output goes to out.
+// Lambda function. Its output goes to out (a Tagged out tags its lines).
 func (rt *Runtime) Run(bin string, env []string, out io.Writer) (*Process, error) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(append([]string(nil), env...), "AWS_LAMBDA_RUNTIME_API="+rt.addr)
+	var lines *lineWriter
+	if t, ok := out.(*Tagged); ok {
+		lines = t.forProcess()
+		out = lines
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	p := &Process{cmd: cmd, Started: time.Now()}
 	if err := cmd.Start(); err != nil {
@@ -144,6 +149,9 @@ func (rt *Runtime) Run(bin string, env []string, out io.Writer) (*Process, error
 	p.done = done
 	go func() {
 		p.err = cmd.Wait()
+		if lines != nil {
+			lines.flush()
+		}
 		close(done)
 	}()
 	return p, nil

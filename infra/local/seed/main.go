@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
@@ -51,8 +53,8 @@ func main() {
 }
 
 // run creates the demo products and users that are not there yet: a product
-// by its name in its category, a user by its id. A second run creates
-// nothing and succeeds.
+// by its name in its category, a user by its id; then it waits until search
+// finds every demo product. A second run creates nothing and succeeds.
 func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	base := "http://127.0.0.1:" + or(getenv("API_PORT"), "3000")
 	secret := []byte(or(getenv("LOCAL_JWT_SECRET"), system.DefaultJWTSecret))
@@ -133,7 +135,54 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		}
 		return fmt.Errorf("create user %s: %d %s", u.ID, code, body)
 	}
-	return nil
+	ids := map[string]string{}
+	for _, p := range products {
+		ids[p.Name] = existing[p.Category][p.Name]
+	}
+	return awaitSearch(ctx, call, ids, out)
+}
+
+// searchWait bounds how long seed waits for search to find the demo
+// products. The stream-indexer follows the products' stream, and a
+// document shows in searches after the index's next refresh (1 s), so a
+// product just created is found a few seconds later, not at once.
+const searchWait = time.Minute
+
+// awaitSearch returns once GET /search finds each product of ids (name →
+// id) by its name, so that a search right after `make seed` finds them.
+func awaitSearch(ctx context.Context, call caller, ids map[string]string, out io.Writer) error {
+	start := time.Now()
+	pending := maps.Clone(ids)
+	for {
+		for name, id := range pending {
+			code, body, err := call("GET", "/search?limit=100&q="+url.QueryEscape(name), nil, nil)
+			if err != nil {
+				return err
+			}
+			type hit struct {
+				ProductID string `json:"productId"`
+			}
+			var page struct {
+				Items []hit `json:"items"`
+			}
+			if code == http.StatusOK && json.Unmarshal(body, &page) == nil &&
+				slices.ContainsFunc(page.Items, func(h hit) bool { return h.ProductID == id }) {
+				delete(pending, name)
+			}
+		}
+		if len(pending) == 0 {
+			fmt.Fprintf(out, "search: finds every demo product (after %s)\n", time.Since(start).Round(100*time.Millisecond))
+			return nil
+		}
+		if time.Since(start) > searchWait {
+			return fmt.Errorf("search finds %d of the %d demo products after %s: is the stream-indexer running (make run's log)?", len(ids)-len(pending), len(ids), searchWait)
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // caller sends one request to the API, as who (nil: no token).

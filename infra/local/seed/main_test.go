@@ -15,8 +15,9 @@ import (
 	"github.com/shopstream/shopstream/infra/local/system"
 )
 
-// TestSeedTwiceAddsNothing: `make seed` creates the demo products and users;
-// run again, it finds every one, creates nothing and succeeds.
+// TestSeedTwiceAddsNothing: `make seed` creates the demo products and users
+// and returns once search finds every product; run again, it finds every
+// one, creates nothing and succeeds.
 func TestSeedTwiceAddsNothing(t *testing.T) {
 	prefix := stacktest.OwnPrefix(t)
 	sys, err := system.Start(context.Background(), system.Config{
@@ -26,7 +27,6 @@ func TestSeedTwiceAddsNothing(t *testing.T) {
 			SweepTables:      func(name string) bool { return strings.HasPrefix(name, prefix) },
 		},
 		TablePrefix: prefix,
-		NoMappings:  true,
 	})
 	if err != nil {
 		t.Fatalf("start system: %v", err)
@@ -54,8 +54,19 @@ func TestSeedTwiceAddsNothing(t *testing.T) {
 		}
 		return out.String()
 	}
-	if out := seed(); strings.Count(out, ": created") != len(products)+len(users) {
-		t.Fatalf("first seed: got\n%s\nwant %d products and %d users created", out, len(products), len(users))
+	if out := seed(); strings.Count(out, ": created") != len(products)+len(users) || !strings.Contains(out, "search: finds every demo product") {
+		t.Fatalf("first seed: got\n%s\nwant %d products and %d users created, and search finding the products", out, len(products), len(users))
+	}
+	// Right after it, a search finds a demo product.
+	resp, err := http.Get(sys.APIURL + "/search?q=" + url.QueryEscape("Trail Backpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found struct{ Items []struct{ Name string } }
+	err = json.NewDecoder(resp.Body).Decode(&found)
+	resp.Body.Close()
+	if err != nil || len(found.Items) == 0 || found.Items[0].Name != "Trail Backpack" {
+		t.Fatalf("search right after the seed: got %+v, %v; want Trail Backpack first", found, err)
 	}
 	out := seed()
 	if strings.Contains(out, "created") || strings.Count(out, ": already there") != len(products)+len(users) {

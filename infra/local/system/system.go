@@ -114,8 +114,13 @@ type Canary struct {
 	Percent int
 	// Environments is how many requests it serves at once (default 8).
 	Environments int
-	// Output receives its processes' logs (default discarded).
+	// Output receives its processes' logs (default discarded), each JSON
+	// line with "functionVersion":"canary" and, when Build is set,
+	// "build" first: on AWS a version's lines go to log streams named for
+	// it, and here they share one output with this tree's.
 	Output io.Writer
+	// Build names the canary's code, its commit.
+	Build string
 }
 
 // System is the running product.
@@ -310,12 +315,22 @@ func (s *System) canary(api apigw.Invoker, cfg Config) (apigw.Invoker, error) {
 	out := c.Output
 	if out == nil {
 		out = io.Discard
+	} else {
+		attrs := `"functionVersion":"canary"`
+		if c.Build != "" {
+			b, _ := json.Marshal(c.Build)
+			attrs += `,"build":` + string(b)
+		}
+		out = &lambdart.Tagged{Out: out, Attrs: attrs}
 	}
 	env := []string{
 		"AWS_REGION=us-east-1", "AWS_DEFAULT_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoDBURL,
 		"AWS_LAMBDA_FUNCTION_NAME=api", "AWS_LAMBDA_FUNCTION_VERSION=canary", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
+		// The functions' logging configuration (JSON, at INFO), as the
+		// CDK app sets it and Lambda passes it on.
+		"AWS_LAMBDA_LOG_FORMAT=JSON", "AWS_LAMBDA_LOG_LEVEL=INFO",
 		"TZ=:UTC", "PATH=/usr/local/bin:/usr/bin/:/bin",
 	}
 	for k, v := range s.Env {
