@@ -69,8 +69,9 @@ PY
 // bash, from a fresh directory: only the ports are this test's (the block's
 // localhost:3000 and 127.0.0.1:8000, and API_PORT… for make), and make reads
 // the repository's Makefile. Every command must do what its comment says:
-// the stack starts, the seed loads, the seeded u1 answers to u1's token, a
-// new user registers, the AWS CLI (v1 or v2; boto3 where none is installed)
+// the stack starts, the seed loads, the seeded u1 answers to u1's token, u1
+// places an order of a kitchen product, a search finds the backpack, a new
+// user registers, the AWS CLI (v1 or v2; boto3 where none is installed)
 // scans the users, and kill %1 stops it all.
 func TestReadmeTryingIt(t *testing.T) {
 	block := readmeBlock(t, "Trying it")

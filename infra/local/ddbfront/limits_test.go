@@ -453,3 +453,22 @@ func TestSameTokenWhileInProgress(t *testing.T) {
 		t.Fatalf("n: got %v, %v; want 1 (one transaction applied)", out.Item, err)
 	}
 }
+
+// An empty TransactWriteItems with a ClientRequestToken is DynamoDB's to
+// refuse, and leaves the token free: the same token on a real transaction
+// then runs, not TransactionInProgressException.
+func TestEmptyTransactionHoldsNoToken(t *testing.T) {
+	st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
+	db := st.DynamoDB()
+	table := stacktest.Prefix(t) + "empty"
+	createTable(t, db, table, "")
+	token := aws.String("empty-" + table)
+	if _, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{ClientRequestToken: token, TransactItems: []types.TransactWriteItem{}}, noRetry); err == nil {
+		t.Fatal("an empty transaction: got nil, want DynamoDB's refusal")
+	}
+	_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{ClientRequestToken: token,
+		TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("a", 1, nil)}}}}, noRetry)
+	if err != nil {
+		t.Fatalf("the same token on a transaction with an item: %v", err)
+	}
+}

@@ -7,16 +7,16 @@ import (
 	"sync"
 )
 
-// Tagged writes the output of a pool's processes to Out, each line that is
-// a JSON object with Attrs added first: on AWS a version's log lines land
-// in log streams named for it, and locally a canary's lines and this
-// tree's share one output, so the canary's say which build wrote them.
-// Attrs is a JSON object's members without braces, such as
-// "build":"656e3ba". Other lines (a panic's) pass as they are. Each process
-// writes through a writer of its own that passes whole lines, so two of
-// the pool's processes never mix their lines; a line longer than
-// maxLine passes in pieces, untagged. A failed write of Out drops the line:
-// the process never waits on its output.
+// Tagged writes the output of a pool's processes to Out, each line a JSON
+// object with Attrs first: on AWS a version's log lines land in log streams
+// named for it, and locally a canary's lines and this tree's share one
+// output, so the canary's say which build wrote them. Attrs is a JSON
+// object's members without braces, such as "build":"656e3ba". A line that
+// is not a JSON object (a panic's) is wrapped in one, as its "message". Each
+// process writes through a writer of its own that passes whole lines, so
+// two of the pool's processes never mix their lines; a line longer than
+// maxLine is cut there, each piece a line of its own. A failed write of Out
+// drops the line: the process never waits on its output.
 type Tagged struct {
 	Out   io.Writer
 	Attrs string
@@ -56,7 +56,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		i := bytes.IndexByte(w.buf, '\n')
 		if i < 0 {
 			if len(w.buf) > maxLine {
-				w.t.write(w.buf)
+				w.t.line(append(w.buf, '\n'))
 				w.buf = nil
 			}
 			return len(p), nil
@@ -74,20 +74,33 @@ func (w *lineWriter) flush() {
 	}
 }
 
-// line writes one whole line, tagged when it is a JSON object.
+// line writes one whole line (its newline included), tagged when it is a
+// JSON object and wrapped in one when it is not.
 func (t *Tagged) line(l []byte) {
+	body := bytes.TrimRight(l, "\r\n")
 	out := l
-	if t.Attrs != "" && len(l) > 1 && l[0] == '{' && json.Valid(l) {
-		rest := bytes.TrimLeft(l[1:], " \t")
+	switch {
+	case t.Attrs == "" || len(bytes.TrimSpace(body)) == 0:
+	case body[0] == '{' && json.Valid(body):
+		rest := bytes.TrimLeft(body[1:], " \t\r\n")
 		sep := ","
 		if len(rest) > 0 && rest[0] == '}' {
 			sep = ""
 		}
-		out = make([]byte, 0, len(l)+len(t.Attrs)+2)
+		out = make([]byte, 0, len(body)+len(t.Attrs)+3)
 		out = append(out, '{')
 		out = append(out, t.Attrs...)
 		out = append(out, sep...)
-		out = append(out, l[1:]...)
+		out = append(out, body[1:]...)
+		out = append(out, '\n')
+	default:
+		msg, _ := json.Marshal(string(body))
+		out = make([]byte, 0, len(msg)+len(t.Attrs)+16)
+		out = append(out, '{')
+		out = append(out, t.Attrs...)
+		out = append(out, `,"message":`...)
+		out = append(out, msg...)
+		out = append(out, "}\n"...)
 	}
 	t.write(out)
 }

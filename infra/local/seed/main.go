@@ -6,13 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shopstream/shopstream/infra/local/apigw"
@@ -135,11 +136,7 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		}
 		return fmt.Errorf("create user %s: %d %s", u.ID, code, body)
 	}
-	ids := map[string]string{}
-	for _, p := range products {
-		ids[p.Name] = existing[p.Category][p.Name]
-	}
-	return awaitSearch(ctx, call, ids, out)
+	return awaitSearch(ctx, call, existing, out)
 }
 
 // searchWait bounds how long seed waits for search to find the demo
@@ -148,16 +145,36 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 // product just created is found a few seconds later, not at once.
 const searchWait = time.Minute
 
-// awaitSearch returns once GET /search finds each product of ids (name →
-// id) by its name, so that a search right after `make seed` finds them.
-func awaitSearch(ctx context.Context, call caller, ids map[string]string, out io.Writer) error {
+// awaitSearch returns once GET /search finds each demo product (ids:
+// category → name → id) by its name in its category, so that a search right
+// after `make seed` finds them. An answer that refuses the search (a 4xx
+// other than 429) ends it at once; a failed call, a 429 or a 5xx is tried
+// again until searchWait.
+func awaitSearch(ctx context.Context, call caller, ids map[string]map[string]string, out io.Writer) error {
 	start := time.Now()
-	pending := maps.Clone(ids)
+	ctx, cancel := context.WithTimeout(ctx, searchWait)
+	defer cancel()
+	pending := map[product]string{}
+	for _, p := range products {
+		pending[p] = ids[p.Category][p.Name]
+	}
+	last := ""
 	for {
-		for name, id := range pending {
-			code, body, err := call("GET", "/search?limit=100&q="+url.QueryEscape(name), nil, nil)
-			if err != nil {
-				return err
+		for p, id := range pending {
+			code, body, err := call("GET", "/search?limit=100&q="+url.QueryEscape(p.Name)+"&category="+url.QueryEscape(p.Category), nil, nil)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				last = err.Error()
+				continue
+			case code >= 400 && code < 500 && code != http.StatusTooManyRequests:
+				return fmt.Errorf("search for %q: %d %s", p.Name, code, body)
+			case code != http.StatusOK:
+				last = fmt.Sprintf("%d %s", code, body)
+				continue
+			}
+			if ctx.Err() != nil {
+				break
 			}
 			type hit struct {
 				ProductID string `json:"productId"`
@@ -165,23 +182,29 @@ func awaitSearch(ctx context.Context, call caller, ids map[string]string, out io
 			var page struct {
 				Items []hit `json:"items"`
 			}
-			if code == http.StatusOK && json.Unmarshal(body, &page) == nil &&
-				slices.ContainsFunc(page.Items, func(h hit) bool { return h.ProductID == id }) {
-				delete(pending, name)
+			if json.Unmarshal(body, &page) == nil && slices.ContainsFunc(page.Items, func(h hit) bool { return h.ProductID == id }) {
+				delete(pending, p)
 			}
 		}
 		if len(pending) == 0 {
 			fmt.Fprintf(out, "search: finds every demo product (after %s)\n", time.Since(start).Round(100*time.Millisecond))
 			return nil
 		}
-		if time.Since(start) > searchWait {
-			return fmt.Errorf("search finds %d of the %d demo products after %s: is the stream-indexer running (make run's log)?", len(ids)-len(pending), len(ids), searchWait)
-		}
 		select {
 		case <-time.After(500 * time.Millisecond):
+			continue
 		case <-ctx.Done():
-			return ctx.Err()
 		}
+		var missing []string
+		for p := range pending {
+			missing = append(missing, p.Name)
+		}
+		slices.Sort(missing)
+		msg := fmt.Sprintf("search does not find %s after %s: is the stream-indexer running (make run's log)? make reindex rebuilds the index", strings.Join(missing, ", "), time.Since(start).Round(time.Second))
+		if last != "" {
+			msg += "; the last failed search answered " + last
+		}
+		return errors.New(msg)
 	}
 }
 
