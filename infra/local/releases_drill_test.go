@@ -478,24 +478,6 @@ func contains(ids []string, id string) bool {
 	return false
 }
 
-// lockedBuffer is a buffer many processes' output goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // countingAPI counts the orders one side of the routing placed.
 type countingAPI struct {
 	apigw.Invoker
@@ -512,7 +494,7 @@ type countingAPI struct {
 func TestCanaryAndRollback(t *testing.T) {
 	prev := releases.Previous()
 	bin := buildRelease(t, prev, "./functions/api", "lambda.norpc")
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	sys := startCurrent(t, "", &system.Canary{Bootstrap: bin, Percent: 100, Environments: 8, Output: logs, Build: prev.Commit})
 	route := sys.APIRouting
 	var ordersThis, ordersPrev atomic.Int64
