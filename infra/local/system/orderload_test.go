@@ -241,8 +241,8 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 }
 
 // BenchmarkOrderLoad measures the order path under AWS's limits and without
-// them, in one run on one machine: 24 clients over 10 products of one stock
-// bucket for 10 s (ORDER_LOAD_SECONDS), with the counters, the indexer and
+// them, in one run on one machine: 24 clients (ORDER_LOAD_CLIENTS) over 10
+// products of one stock bucket for 10 s (ORDER_LOAD_SECONDS), with the counters, the indexer and
 // the archiver following the streams, after an unmeasured warm-up of half
 // that; then under the limits with each transaction holding its items for
 // AWS's window only, not until its answer (Limits.ReleaseAtWindow,
@@ -259,10 +259,23 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 //
 //	go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
 //	ORDER_LOAD_MODES=limits=on,limits=off,limits=off,limits=on go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
+//	ORDER_LOAD_CLIENTS=12 ORDER_LOAD_MODES=limits=on,limits=off,limits=off,limits=on go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
 func BenchmarkOrderLoad(b *testing.B) {
 	d := 10 * time.Second
-	if s, err := strconv.Atoi(os.Getenv("ORDER_LOAD_SECONDS")); err == nil && s > 0 {
+	if v := os.Getenv("ORDER_LOAD_SECONDS"); v != "" {
+		s, err := strconv.Atoi(v)
+		if err != nil || s <= 0 {
+			b.Fatalf("ORDER_LOAD_SECONDS=%q: want a whole number of seconds over 0", v)
+		}
 		d = time.Duration(s) * time.Second
+	}
+	clients := 24
+	if v := os.Getenv("ORDER_LOAD_CLIENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("ORDER_LOAD_CLIENTS=%q: want a whole number of clients over 0", v)
+		}
+		clients = n
 	}
 	on, off, atWindow := ddbfront.Limits{}, ddbfront.Limits{Off: true}, ddbfront.Limits{ReleaseAtWindow: true}
 	// DynamoDB Local's JVM compiles its hot paths over the first seconds
@@ -270,7 +283,7 @@ func BenchmarkOrderLoad(b *testing.B) {
 	// remove the whole drift: the first mode measured still measures about
 	// a tenth under the same mode measured third, so ratios are taken from
 	// alternated modes (ORDER_LOAD_MODES).
-	runOrderLoad(b, off, 1, 24, d/2)
+	runOrderLoad(b, off, 1, clients, d/2)
 	type mode struct {
 		name    string
 		limits  ddbfront.Limits
@@ -298,7 +311,7 @@ func BenchmarkOrderLoad(b *testing.B) {
 	for _, mode := range modes {
 		b.Run(mode.name, func(b *testing.B) {
 			for range b.N {
-				l := runOrderLoad(b, mode.limits, mode.buckets, 24, d)
+				l := runOrderLoad(b, mode.limits, mode.buckets, clients, d)
 				if len(l.latency) == 0 {
 					b.Fatalf("no order placed: %d refused, %d failed", l.refused, l.failed)
 				}
