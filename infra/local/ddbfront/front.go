@@ -263,7 +263,18 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if adm != nil && adm.rewrite != nil {
 		body = adm.rewrite.forward
 	}
-	fctx := r.Context()
+	// A write, once sent, is carried to its answer even when its client
+	// goes away, as AWS completes a request it received: so the front
+	// learns its outcome, and a transaction keeps its items and its token
+	// in progress until then. Only a DynamoDB Local that does not answer
+	// within undecidedFor leaves it undecided.
+	wctx := r.Context()
+	if writeTargets[target] {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(wctx), undecidedFor)
+		defer cancel()
+	}
+	fctx := wctx
 	if adm.holds() {
 		fctx = urgent(fctx)
 	}
@@ -293,7 +304,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.positions.wrote(streams...)
 	}
 	if commitTargets[target] && resp.StatusCode == http.StatusOK && f.barrier != nil {
-		f.answerCommitted(w, r, resp, adm)
+		f.answerCommitted(wctx, w, resp, adm)
 		return
 	}
 	if target == "DynamoDBStreams_20120810.GetRecords" && resp.StatusCode == http.StatusOK {
@@ -330,7 +341,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
 		return
 	}
-	if refused := adm.chargeAnswer(r.Context(), resp.StatusCode, out); refused != nil {
+	if refused := adm.chargeAnswer(wctx, resp.StatusCode, out); refused != nil {
 		writeErrorBody(w, refused.status, refused.body)
 		return
 	}
@@ -348,18 +359,18 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // gone), the client gets an InternalServerError, whose outcome DynamoDB
 // leaves open too: the SDK retries with the same ClientRequestToken, which
 // DynamoDB Local does not apply twice.
-func (f *Front) answerCommitted(w http.ResponseWriter, r *http.Request, resp *http.Response, adm *admission) {
+func (f *Front) answerCommitted(ctx context.Context, w http.ResponseWriter, resp *http.Response, adm *admission) {
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "read dynamodb local's answer: "+err.Error())
 		return
 	}
-	if err := f.barrier.wait(r.Context()); err != nil {
+	if err := f.barrier.wait(ctx); err != nil {
 		f.cfg.Logger.Warn("commit barrier", "err", err.Error())
 		writeError(w, http.StatusInternalServerError, "com.amazonaws.dynamodb.v20120810#InternalServerError", "transaction outcome unknown: "+err.Error())
 		return
 	}
-	adm.chargeAnswer(r.Context(), resp.StatusCode, out)
+	adm.chargeAnswer(ctx, resp.StatusCode, out)
 	relay(w, resp, out)
 }
 

@@ -24,10 +24,11 @@ import (
 // imageTTL bounds how long an image derived from a read stays in use.
 const imageTTL = 5 * time.Second
 
-// undecidedFor is how long a write whose answer did not decide it (the
-// client went away, DynamoDB Local failed) counts as in flight: far longer
-// than DynamoDB Local takes to apply a write it was sent, so that no image
-// is taken from a reading that write could still change.
+// undecidedFor is how long a write whose answer did not decide it
+// (DynamoDB Local failed, or did not answer within undecidedFor; a client
+// that goes away does not end the front's wait) counts as in flight: far
+// longer than DynamoDB Local takes to apply a write it was sent, so that no
+// image is taken from a reading that write could still change.
 const undecidedFor = time.Minute
 
 // maxImages bounds the cache; past it the cache starts again empty.

@@ -545,8 +545,8 @@ func (a *admission) release() {
 		return
 	}
 	if !a.answered && len(a.tracks) > 0 {
-		// Gone upstream with no answer that decides it (the client went
-		// away, DynamoDB Local failed, the commit is not known): the
+		// Gone upstream with no answer that decides it (DynamoDB Local
+		// failed or did not answer, the commit is not known): the
 		// write may still land, so its items stay in flight a while.
 		tracks, l := a.tracks, a.l
 		a.tracks = nil

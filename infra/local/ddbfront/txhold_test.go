@@ -128,3 +128,73 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// A write whose client goes away before the answer still happens, as on
+// AWS once the request arrived: the front waits for DynamoDB Local's
+// answer, so a transaction keeps its items and its ClientRequestToken in
+// progress until then. Before, the client's leaving cancelled the request
+// to DynamoDB Local and ended the hold: a write of the item went through,
+// and the token sent again was passed on as a replay of a transaction that
+// had never been applied.
+func TestATransactionWhoseClientLeftHoldsUntilItsAnswer(t *testing.T) {
+	const slow = 2 * time.Second
+	upstream := slowTransactions(t, slow)
+	prefix := stacktest.OwnPrefix(t)
+	st, err := endpoints.Start(context.Background(), endpoints.Config{
+		DynamoDBUpstream: upstream, TTLSweepInterval: -1,
+		SweepTables: func(table string) bool { return strings.HasPrefix(table, prefix) },
+	})
+	if err != nil {
+		t.Fatalf("start stack: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	db := st.DynamoDB()
+	table := prefix + "left"
+	createTable(t, db, table, "")
+
+	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("left-" + table),
+		TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("slow", 1, map[string]types.AttributeValue{"v": num(7)})}}}}
+	start := time.Now()
+	gone, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	_, err = db.TransactWriteItems(gone, in, noRetry)
+	cancel()
+	if err == nil {
+		t.Fatal("the transaction answered before its client gave up; the test proves nothing")
+	}
+
+	_, err = db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("slow", 1),
+		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
+	var tce *types.TransactionConflictException
+	if !errors.As(err, &tce) {
+		t.Errorf("a write of the item after the client left, before the answer: got %v, want TransactionConflictException", err)
+	}
+	_, err = db.TransactWriteItems(ctx(t), in, noRetry)
+	var tip *types.TransactionInProgressException
+	if !errors.As(err, &tip) {
+		t.Errorf("the same token after the client left, before the answer: got %v, want TransactionInProgressException", err)
+	}
+	if time.Since(start) >= slow {
+		t.Fatalf("the checks took %s, past the answer; they prove nothing", time.Since(start))
+	}
+
+	// Once DynamoDB Local has answered, the transaction was applied, and
+	// its token replays it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = db.TransactWriteItems(ctx(t), in, noRetry)
+		if !errors.As(err, &tip) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the same token after the answer: %v", err)
+	}
+	out, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("slow", 1), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := out.Item["v"].(*types.AttributeValueMemberN); !ok || v.Value != "7" {
+		t.Errorf("the item after the answer: %v, want v = 7 (the transaction's, once)", out.Item)
+	}
+}
