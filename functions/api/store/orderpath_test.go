@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -555,5 +556,58 @@ func TestReadAgainIsNotAContendedRound(t *testing.T) {
 	}
 	if tx != 2 || reads != 2 {
 		t.Errorf("got %d transactions and %d reads, want 2 and 2 (the read again, then the contended round committed again)", tx, reads)
+	}
+}
+
+// readFailsAfterCommit fails every read of table once a transaction has
+// committed, as a throttled partition or a request out of time does.
+type readFailsAfterCommit struct {
+	store.DB
+	table     string
+	committed *bool
+}
+
+func (d readFailsAfterCommit) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := d.DB.TransactWriteItems(ctx, in, opts...)
+	if err == nil {
+		*d.committed = true
+	}
+	return out, err
+}
+
+func (d readFailsAfterCommit) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if *d.committed && aws.ToString(in.TableName) == d.table {
+		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("throttled")}
+	}
+	return d.DB.GetItem(ctx, in, opts...)
+}
+
+// TestCancelThatCommittedAnswersTheCancelledOrder: once the cancel's
+// transaction commits, the answer is the order as it left it, not an error
+// from a read after it (a retry would then meet CANCELLED, a 409, for a
+// cancel that happened). The answer is the order as stored.
+func TestCancelThatCommittedAnswersTheCancelledOrder(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	p := s.product("Mug", 10, 1)
+	o, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 2}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := false
+	st := s.storeOn(readFailsAfterCommit{DB: s.db, table: tables.Physical(s.prefix, tables.Orders), committed: &committed}, 0)
+	got, err := st.CancelOrder(ctx, "u1", o.OrderID)
+	if err != nil {
+		t.Fatalf("cancel: %v, want the cancelled order", err)
+	}
+	stored, err := s.st.GetOrder(ctx, "u1", o.OrderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, stored) {
+		t.Errorf("cancel answered\n%+v\nthe order stored is\n%+v", got, stored)
+	}
+	if stored.Status != orders.Cancelled || stored.Version != o.Version+1 || stored.ExpiresAt == 0 {
+		t.Errorf("stored: status %s version %d expiresAt %d; want CANCELLED, %d, an expiry", stored.Status, stored.Version, stored.ExpiresAt, o.Version+1)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -553,8 +554,7 @@ func (s *Store) getOrder(ctx context.Context, userID, orderID string, consistent
 // open-orders key follows the status while open and is removed when the order
 // closes (else the sparse index keeps a stale entry); a closed order gets its
 // expiry.
-func (s *Store) statusUpdate(o orders.Order, to orders.Status, ifMatch *int64) expression.Expression {
-	now := s.now()
+func (s *Store) statusUpdate(o orders.Order, to orders.Status, ifMatch *int64, now time.Time) expression.Expression {
 	upd := expression.Set(expression.Name("status"), expression.Value(to)).
 		Set(expression.Name("updatedAt"), expression.Value(clock.Format(now))).
 		Add(expression.Name("version"), expression.Value(1))
@@ -571,6 +571,18 @@ func (s *Store) statusUpdate(o orders.Order, to orders.Status, ifMatch *int64) e
 	return mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 }
 
+// withStatus is o as statusUpdate(o, to, _, now) leaves it.
+func (s *Store) withStatus(o orders.Order, to orders.Status, now time.Time) orders.Order {
+	o.Status, o.UpdatedAt, o.Version = to, clock.Format(now), o.Version+1
+	if to.Open() {
+		o.OpenShard = orders.OpenKey(to, orders.Shard(o.OrderID, tables.OpenOrderShards))
+	} else {
+		o.OpenShard = ""
+		o.ExpiresAt = clock.Epoch(now.Add(s.cfg.OrderRetention).Unix())
+	}
+	return o
+}
+
 // CancelOrder cancels an order of userID that is still PLACED and puts its
 // quantities back in stock, in one transaction. Lines of products deleted
 // since are not restocked. Codes: NotFound, Conflict (not PLACED).
@@ -584,7 +596,8 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 		if o.Status != orders.Placed {
 			return orders.Order{}, errcode.Errorf(errcode.Conflict, "order %s is %s; only a PLACED order can be cancelled", orderID, o.Status)
 		}
-		e := s.statusUpdate(o, orders.Cancelled, &o.Version)
+		now := s.now()
+		e := s.statusUpdate(o, orders.Cancelled, &o.Version, now)
 		actions := []types.TransactWriteItem{{Update: &types.Update{
 			TableName: aws.String(s.t.Orders), Key: orderKey(userID, orderID),
 			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
@@ -616,7 +629,10 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		if err == nil {
-			return s.getOrder(ctx, userID, orderID, true)
+			// The order as the transaction left it, without a read that
+			// could fail after the commit: a cancel that happened is
+			// answered as one (a retry would meet CANCELLED, a 409).
+			return s.withStatus(o, orders.Cancelled, now), nil
 		}
 		c, ok := cancelled(err)
 		switch {
@@ -654,7 +670,7 @@ func (s *Store) MoveOrder(ctx context.Context, userID, orderID string, to orders
 		if !orders.CanMove(o.Status, to) {
 			return orders.Order{}, errcode.Errorf(errcode.Conflict, "order %s cannot move from %s to %s", orderID, o.Status, to)
 		}
-		e := s.statusUpdate(o, to, &o.Version)
+		e := s.statusUpdate(o, to, &o.Version, s.now())
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.t.Orders), Key: orderKey(userID, orderID),
 			UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
