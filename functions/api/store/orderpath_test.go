@@ -611,3 +611,89 @@ func TestCancelThatCommittedAnswersTheCancelledOrder(t *testing.T) {
 		t.Errorf("stored: status %s version %d expiresAt %d; want CANCELLED, %d, an expiry", stored.Status, stored.Version, stored.ExpiresAt, o.Version+1)
 	}
 }
+
+// straddled answers consistent batch reads of the stock buckets with the
+// buckets in old as they were and the others as they are: each item of a
+// BatchGetItem is read-committed on its own, so a consistent read can take
+// one bucket before a respread and another after it.
+type straddled struct {
+	store.DB
+	table string
+	old   map[string]map[string]types.AttributeValue
+}
+
+func (d straddled) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := d.DB.BatchGetItem(ctx, in, opts...)
+	if err != nil || !aws.ToBool(in.RequestItems[d.table].ConsistentRead) {
+		return out, err
+	}
+	for i, it := range out.Responses[d.table] {
+		if was, ok := d.old[it["bucketId"].(*types.AttributeValueMemberS).Value]; ok {
+			out.Responses[d.table][i] = was
+		}
+	}
+	return out, nil
+}
+
+// shortBesideARespread: a product of two buckets [8,0] respread to [5,4]
+// by a PATCH of stock 9, and a client whose consistent reads of the buckets
+// take bucket 1 from before it: 5 + 0, for a product that never held less
+// than 8.
+func (s *shapes) shortBesideARespread() (products.Product, store.DB) {
+	s.t.Helper()
+	ctx := context.Background()
+	p := s.product("Jug", 8, 2)
+	stockTable := tables.Physical(s.prefix, tables.ProductStock)
+	put := func(i, units int) {
+		if _, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(stockTable), Key: map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: p.ProductID + "#" + strconv.Itoa(i)}},
+			UpdateExpression:          aws.String("SET #u = :u"),
+			ExpressionAttributeNames:  map[string]string{"#u": "units"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberN{Value: strconv.Itoa(units)}},
+		}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	put(0, 8)
+	put(1, 0)
+	key := p.ProductID + "#1"
+	old := map[string]map[string]types.AttributeValue{key: s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})}
+	nine := int64(9)
+	if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{Stock: &nine}, nil); err != nil {
+		s.t.Fatal(err)
+	}
+	settle()
+	return p, straddled{DB: s.db, table: stockTable, old: old}
+}
+
+// TestShortOnlyAsOfOneInstant: an order of 6 finds its drawn bucket short
+// and reads every bucket; that read straddles a respread and counts 5. The
+// product held 8, then 9: the order is placed, not refused (it was a 409).
+func TestShortOnlyAsOfOneInstant(t *testing.T) {
+	s := newShapes(t)
+	p, db := s.shortBesideARespread()
+	o, err := s.storeOn(db, 0).PlaceOrder(context.Background(), "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 6}}}, nil)
+	if err != nil {
+		t.Fatalf("order of 6 from a product holding 9: %v", err)
+	}
+	got, err := s.st.GetProduct(context.Background(), p.ProductID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Lines) != 1 || o.Lines[0].Quantity != 6 || got.Stock != 3 {
+		t.Errorf("order %+v, stock after %d; want 6 placed, 3 left", o.Lines, got.Stock)
+	}
+}
+
+// TestRefusalShortOnlyAsOfOneInstant: the order runs out of retries
+// (throttled), and the read that decides between 409 and 503 straddles a
+// respread. The product holds 9, so the answer is busy, not short.
+func TestRefusalShortOnlyAsOfOneInstant(t *testing.T) {
+	s := newShapes(t)
+	p, db := s.shortBesideARespread()
+	_, err := s.storeOn(throttled{db}, 3).PlaceOrder(context.Background(), "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 6}}}, nil)
+	var e *errcode.Error
+	if !errors.As(err, &e) || e.Code != errcode.Unavailable {
+		t.Fatalf("got %v, want Unavailable (the product holds 9)", err)
+	}
+}

@@ -56,8 +56,8 @@ func shortage(gone, short []string) error {
 // holding what it takes and carrying the price and name read, and claims
 // the idempotency key when given, keeping what claim.Keep makes of the
 // order. The catalog item is read, never written. A product is short of
-// stock only when a consistent read of all its buckets finds less than the
-// quantity. Cancellations by contention or throttling are retried with
+// stock only when a read of its catalog item and all its buckets as of one
+// instant (TransactGetItems) finds less than the quantity. Cancellations by contention or throttling are retried with
 // jittered backoff, committing the same read again with buckets drawn
 // again; when the retries run out, a consistent read decides
 // between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
@@ -87,6 +87,15 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		}
 		reread = true
 		plan := planOrder(rd, lessons, s.randomBucket)
+		if len(plan.short) > 0 && !plan.readAgain {
+			// Short by a read that may straddle a respread: read the
+			// short products again as of one instant, and plan on that.
+			if err := s.readShortAtOnce(ctx, &rd, plan.short); err != nil {
+				return orders.Order{}, fmt.Errorf("place order: %w", err)
+			}
+			last = rd
+			plan = planOrder(rd, lessons, s.randomBucket)
+		}
 		switch {
 		case plan.readAgain:
 			lessons.consistent = true
@@ -229,6 +238,27 @@ func (s *Store) readOrder(ctx context.Context, userID string, req orders.Request
 		return orderRead{}, err
 	}
 	return rd, nil
+}
+
+// readShortAtOnce replaces in rd the catalog items and buckets of the
+// products found short with a read of each as of one instant
+// (productAtOnce): the consistent BatchGetItem of the buckets reads each
+// item read-committed on its own, so beside a respread ([8,0] to [5,4]) it
+// can read 5 and 0, and find short a product that never held less than 8.
+// A product gone by then leaves rd.products.
+func (s *Store) readShortAtOnce(ctx context.Context, rd *orderRead, short []string) error {
+	for _, id := range short {
+		p, bs, ok, err := s.productAtOnce(ctx, id, bucketsOf(rd.products[id]))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			delete(rd.products, id)
+			continue
+		}
+		rd.products[id], rd.buckets[id] = p, bs
+	}
+	return nil
 }
 
 // orderPlan is a round's plan: where each product's units are taken from,
@@ -426,6 +456,15 @@ func (s *Store) refusal(ctx context.Context, items []orders.Item, busy error) er
 	var gone, short []string
 	for _, it := range items {
 		p, ok := ps[it.ProductID]
+		if ok && stock.Sum(unitsOf(units[it.ProductID]))+catalogStock(p) < int64(it.Quantity) {
+			// Short by reads that may straddle a respread: as of one
+			// instant, is it?
+			var bs []bucket
+			if p, bs, ok, err = s.productAtOnce(ctx, it.ProductID, bucketsOf(p)); err != nil {
+				return busy
+			}
+			units[it.ProductID] = bs
+		}
 		switch {
 		case !ok:
 			gone = append(gone, it.ProductID)

@@ -21,7 +21,9 @@ import (
 // sharding, seed 003). A sale takes its units from one bucket, or from
 // several when no single bucket has them, each decrement conditional on the
 // bucket holding what it takes; a product is short of stock only when a
-// consistent read of all its buckets finds less than the quantity. Each
+// read of all its buckets as of one instant finds less than the quantity
+// (a consistent BatchGetItem of them can straddle a respread, a sale or a
+// restock, and count less than the product ever held). Each
 // bucket carries a copy of the product's price and name, which a sale
 // checks in the same condition, so an order never writes the catalog item.
 //
@@ -130,6 +132,30 @@ func (s *Store) readAtOnce(ctx context.Context, id string, n int, withCatalog bo
 			return nil, nil, err
 		}
 	}
+}
+
+// productAtOnce reads product id's catalog item and all its buckets as of
+// one instant (readAtOnce), from n buckets; when the catalog item read says
+// another number (a respread between the reads), it reads again with that
+// number. ok false: the product is gone.
+func (s *Store) productAtOnce(ctx context.Context, id string, n int) (p products.Product, bs []bucket, ok bool, err error) {
+	for range 3 {
+		catalog, read, err := s.readAtOnce(ctx, id, n, true)
+		if err != nil {
+			return products.Product{}, nil, false, err
+		}
+		if catalog == nil {
+			return products.Product{}, nil, false, nil
+		}
+		if p, err = decodeProduct(catalog); err != nil {
+			return products.Product{}, nil, false, fmt.Errorf("read stock of %s: %w", id, err)
+		}
+		if bucketsOf(p) == n {
+			return p, read, true, nil
+		}
+		n = bucketsOf(p)
+	}
+	return products.Product{}, nil, false, contention("read stock of " + id)
 }
 
 // withStock fills in the stock totals of ps from their buckets, and adds
