@@ -8,7 +8,8 @@
 // at each sign-in; this trigger runs before every token is issued (sign-in,
 // refresh) and keeps the group to such users. A member without TOTP is taken
 // out of the group and that sign-in fails: no token of any kind leaves it.
-// A shopper's token is returned untouched, without a call. When the pool
+// A shopper's token is returned untouched, without a call, but for a group
+// whose name holds a double quote, which no token carries (misreadable). When the pool
 // cannot answer, an admin gets no token: the failure costs an admin a
 // sign-in, never the shop an admin without a second factor.
 //
@@ -24,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -63,7 +65,19 @@ type Handler struct {
 // the group. The next sign-in is a shopper's. When the pool cannot say, or
 // cannot take the user out, the trigger fails too.
 func (h *Handler) Handle(ctx context.Context, ev events.CognitoEventUserPoolsPreTokenGenV2_0) (events.CognitoEventUserPoolsPreTokenGenV2_0, error) {
-	if !slices.Contains(ev.Request.GroupConfiguration.GroupsToOverride, AdminGroup) {
+	groups := ev.Request.GroupConfiguration.GroupsToOverride
+	if slices.ContainsFunc(groups, misreadable) {
+		kept := make([]string, 0, len(groups)) // empty, not nil: nil keeps every group
+		for _, g := range groups {
+			if !misreadable(g) {
+				kept = append(kept, g)
+			}
+		}
+		ev.Response.ClaimsAndScopeOverrideDetails.GroupOverrideDetails.GroupsToOverride = kept
+		h.Logger.WarnContext(ctx, "groups left out of the token: a double quote in a group name lets the API misread the claim", "userPool", ev.UserPoolID, "user", ev.UserName, "left out", len(groups)-len(kept))
+		groups = kept
+	}
+	if !slices.Contains(groups, AdminGroup) {
 		return ev, nil
 	}
 	timeout := h.Timeout
@@ -90,6 +104,15 @@ func (h *Handler) Handle(ctx context.Context, ev events.CognitoEventUserPoolsPre
 	log.WarnContext(ctx, "no token: taken out of admin, no second factor enabled; make admin-add WHO=… once TOTP is on")
 	return ev, ErrNoSecondFactor
 }
+
+// misreadable says whether group name g could make the API read the
+// claim as other groups than the token's. API Gateway passes an array
+// claim as "[a b]", and the API also reads the claim as a JSON array (the
+// contract allows both), so a group named `"admin"` would arrive as
+// `["admin"]` and read as admin. Cognito's group names hold no white space;
+// a double quote is what turns the rendering into JSON, so a group whose
+// name holds one is left out of every token.
+func misreadable(g string) bool { return strings.ContainsRune(g, '"') }
 
 // ErrNoSecondFactor is the trigger's answer to a sign-in or refresh of an
 // admin without TOTP, once taken out of the group: Cognito fails it, and

@@ -209,3 +209,33 @@ func TestSampleEvent(t *testing.T) {
 		t.Errorf("got %v, in the group %v; want ErrNoSecondFactor and out of the group", err, p.admins[ev.UserName])
 	}
 }
+
+// TestMisreadableGroupsLeaveTheToken: API Gateway passes cognito:groups as
+// "[a b]" and the API also reads a JSON array, so a group named `"admin"`
+// (quotes are allowed in Cognito's group names) would reach the API as
+// `["admin"]`, read as admin. Such groups are left out of the token; the
+// others stay, and a token of plain groups is untouched.
+func TestMisreadableGroupsLeaveTheToken(t *testing.T) {
+	p := &pool{factors: map[string][]string{"mallory": nil}, admins: map[string]bool{}}
+	h := &Handler{Users: p, Logger: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		groups []string
+		want   string
+	}{
+		{[]string{`"admin"`, "users"}, `["users"]`},
+		{[]string{`x","admin`}, `[]`},
+		{[]string{"users", "support,admin"}, `null`},
+		{[]string{"users"}, `null`},
+	} {
+		out, err := h.Handle(context.Background(), event(t, "mallory", tc.groups...))
+		if err != nil {
+			t.Fatalf("groups %q: %v", tc.groups, err)
+		}
+		if got := groupsOverride(t, out); got != tc.want {
+			t.Errorf("groups %q: the token's groups override %s, want %s", tc.groups, got, tc.want)
+		}
+	}
+	if p.gets != 0 {
+		t.Errorf("%d calls to the pool for tokens without admin, want 0", p.gets)
+	}
+}
