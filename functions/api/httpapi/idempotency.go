@@ -42,8 +42,8 @@ type storedResponse struct {
 func idempotent[T any](h *Handler, w http.ResponseWriter, r *http.Request, route, userID string, body []byte,
 	write func(*store.Claim[T]) (T, error), respond func(T) (storedResponse, error)) error {
 	ctx := r.Context()
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
+	keys, sent := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]
+	if !sent {
 		v, err := write(nil)
 		if err != nil {
 			return err
@@ -55,6 +55,9 @@ func idempotent[T any](h *Handler, w http.ResponseWriter, r *http.Request, route
 		replay(w, resp)
 		return nil
 	}
+	// A header sent empty is a key that is not one, not a request
+	// without a key: its client meant its retries to be safe.
+	key := strings.Join(keys, ",")
 	if !validIdempotencyKey(key) {
 		return invalid("Idempotency-Key", fmt.Sprintf("must be 1 to %d visible ASCII characters", MaxIdempotencyKeyLen))
 	}

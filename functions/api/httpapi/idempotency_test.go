@@ -92,6 +92,10 @@ func TestIdempotencyKeys(t *testing.T) {
 		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", string(long)), 400, "validation")
 		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "bad\x01key"), 400, "validation")
 		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", "bad key"), 400, "validation")
+		// Sent empty, it is a key that is not one (a client whose key
+		// variable was empty), not a request without a key: two such
+		// requests placed two orders.
+		want(t, e.do("POST", "/users/ida/orders", ida, body, "Idempotency-Key", ""), 400, "validation")
 	})
 }
 
