@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -65,7 +66,38 @@ func New(dir string, buckets ...string) (*Server, error) {
 }
 
 // ServeHTTP answers S3 REST requests.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Range") != "" {
+		w = &partial{ResponseWriter: w}
+	}
+	s.handler.ServeHTTP(w, r)
+}
+
+// partial answers a ranged read as S3 does: a part of an object (206)
+// carries no checksum of the whole object, which the store would send as
+// it keeps it, and which a client validating checksums (the SDKs do by
+// default) would find wrong for the part and refuse.
+type partial struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (p *partial) WriteHeader(code int) {
+	if !p.wrote && code == http.StatusPartialContent {
+		for k := range p.Header() {
+			if strings.HasPrefix(k, "X-Amz-Checksum-") {
+				p.Header().Del(k)
+			}
+		}
+	}
+	p.wrote = true
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *partial) Write(b []byte) (int, error) {
+	p.wrote = true
+	return p.ResponseWriter.Write(b)
+}
 
 // Close releases the store.
 func (s *Server) Close() error { return s.closer() }
