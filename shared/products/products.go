@@ -4,6 +4,7 @@
 package products
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -156,8 +157,20 @@ func (p Patch) Validate() error {
 // filter: any category a product may hold, those written by earlier
 // releases included (whose text rules were looser), so a stored category
 // can always be listed. A new category meets checkCategory.
-func ValidCategory(c string) bool {
-	return c != "" && len(c) <= MaxCategoryLen && c == strings.TrimSpace(c) && utf8.ValidString(c)
+func ValidCategory(c string) bool { return CategoryFilterProblem(c) == "" }
+
+// CategoryFilterProblem says what keeps c from naming a category in a
+// ?category= filter (ValidCategory), "" when nothing does.
+func CategoryFilterProblem(c string) string {
+	switch {
+	case c == "":
+		return "is required"
+	case len(c) > MaxCategoryLen:
+		return fmt.Sprintf("is longer than %d bytes", MaxCategoryLen)
+	case c != strings.TrimSpace(c) || !utf8.ValidString(c):
+		return "must be trimmed UTF-8 text"
+	}
+	return ""
 }
 
 // checkText checks v as field: present when required, UTF-8 of at most max

@@ -82,8 +82,11 @@ func (h *Handler) listProducts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	category := r.URL.Query().Get("category")
-	if !products.ValidCategory(category) {
+	switch problem := products.CategoryFilterProblem(category); {
+	case category == "":
 		f.Add("category", "is required: products are listed by category (or use /search)")
+	case problem != "":
+		f.Add("category", "%s", problem)
 	}
 	if err := f.Err(); err != nil {
 		return err

@@ -39,7 +39,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	}
 	category := r.URL.Query().Get("category")
 	if r.URL.Query().Has("category") && !products.ValidCategory(category) {
-		f.Add("category", "is not a category")
+		f.Add("category", "%s", products.CategoryFilterProblem(category))
 	}
 	var pos searchPosition
 	if len(p.raw) > 0 {

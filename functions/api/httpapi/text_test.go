@@ -1,6 +1,10 @@
 package httpapi_test
 
-import "testing"
+import (
+	"net/url"
+	"strings"
+	"testing"
+)
 
 // TestTextThatDisplaysOtherThanItReadsIsRefused: names, titles and
 // categories hold one line without control characters; descriptions and
@@ -62,4 +66,26 @@ func hasFieldError(r response, field string) bool {
 		}
 	}
 	return false
+}
+
+// TestCategoryFilterSaysWhatIsWrong: a ?category= that no product may hold
+// is a 400 that says why, the same on the category list and on search; a
+// category is at most 100 bytes of UTF-8 (51 × "ß" is 102), whatever its
+// characters. The list's answer said "is required" of a category given,
+// and search's "is not a category".
+func TestCategoryFilterSaysWhatIsWrong(t *testing.T) {
+	e := newEnv(t)
+	long := url.QueryEscape(strings.Repeat("ß", 51))
+	for _, path := range []string{"/products?category=" + long, "/search?q=pan&category=" + long} {
+		r := e.do("GET", path, anonymous, nil)
+		want(t, r, 400, "validation")
+		if !strings.Contains(r.Body, `"field":"category","message":"is longer than 100 bytes"`) {
+			t.Errorf("GET %s: %s, want the category named as longer than 100 bytes", path, r.Body)
+		}
+	}
+	r := e.do("GET", "/products", anonymous, nil)
+	want(t, r, 400, "validation")
+	if !strings.Contains(r.Body, `"field":"category","message":"is required`) {
+		t.Errorf("GET /products: %s, want the category named as required", r.Body)
+	}
 }
