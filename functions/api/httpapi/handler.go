@@ -71,6 +71,9 @@ const DefaultPageBudget = LambdaPayloadLimit - 64<<10
 type Handler struct {
 	deps Deps
 	mux  *http.ServeMux
+	// byKey are the routes by their route key, as API Gateway names the
+	// route it matched in an event ("GET /products/{productId}").
+	byKey map[string]Route
 
 	metricsMu sync.Mutex // one EMF line at a time
 }
@@ -92,9 +95,10 @@ func New(deps Deps) *Handler {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	h := &Handler{deps: deps, mux: http.NewServeMux()}
+	h := &Handler{deps: deps, mux: http.NewServeMux(), byKey: map[string]Route{}}
 	for _, rt := range h.routes() {
 		h.mux.Handle(rt.Pattern, h.guard(rt))
+		h.byKey[rt.Pattern] = rt
 	}
 	return h
 }
@@ -136,9 +140,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	route := ""
 	r, err := toRequest(ctx, ev)
 	if err != nil {
-		h.fail(ctx, w, err)
+		h.failBeforeRoute(ctx, w, ev, err)
 	} else if _, pattern := h.mux.Handler(r); pattern == "" {
-		h.fail(ctx, w, errcode.Errorf(errcode.NotFound, "no route %s %s", r.Method, r.URL.Path))
+		h.failBeforeRoute(ctx, w, ev, errcode.Errorf(errcode.NotFound, "no route %s %s", r.Method, r.URL.Path))
 	} else {
 		h.mux.ServeHTTP(w, r)
 		route = r.Pattern
@@ -147,6 +151,20 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	h.observe(ctx, route, resp.StatusCode, w.problemType, h.deps.Now().Sub(start), meter.Usage())
 	endSpan(span, r, route, resp.StatusCode, w.problemType)
 	return resp, nil
+}
+
+// failBeforeRoute answers an error met before a route serves the request
+// (a body too large, a path no route takes) with the Cache-Control of the
+// route API Gateway matched, as every other answer of that route: a public
+// GET's 4xx may be kept as its 2xx, a guarded route's is not. Without a
+// route it is no-store.
+func (h *Handler) failBeforeRoute(ctx context.Context, w http.ResponseWriter, ev events.APIGatewayV2HTTPRequest, err error) {
+	cc := "no-store"
+	if rt, ok := h.byKey[ev.RouteKey]; ok {
+		cc = cacheControl(rt)
+	}
+	w.Header().Set("Cache-Control", cc)
+	h.fail(ctx, w, err)
 }
 
 // endSpan names the server span after its route and says how it ended: the
