@@ -4,6 +4,7 @@
 package carts
 
 import (
+	"encoding/json"
 	"sort"
 
 	"github.com/shopstream/shopstream/shared/clock"
@@ -113,4 +114,20 @@ type ViewLine struct {
 	// shown (no name, no price, outside the total) so that the client can
 	// see why an order from the cart names it and take it out (quantity 0).
 	Available bool `json:"available"`
+}
+
+// MarshalJSON writes an available line whole, and an unavailable one
+// without name, price or line total (its product is gone: a name "" and a
+// price 0 would read as a free product without a name).
+func (l ViewLine) MarshalJSON() ([]byte, error) {
+	type whole ViewLine
+	if l.Available {
+		return json.Marshal(whole(l))
+	}
+	return json.Marshal(struct {
+		ProductID string `json:"productId"`
+		Quantity  int    `json:"quantity"`
+		AddedAt   string `json:"addedAt"`
+		Available bool   `json:"available"`
+	}{l.ProductID, l.Quantity, l.AddedAt, false})
 }

@@ -70,8 +70,15 @@ func TestCart(t *testing.T) {
 			break
 		}
 	}
-	if len(lines) != 2 || gone == nil || gone["available"] != false || gone["quantity"] != 1.0 || gone["productName"] != "" || r.num("totalCents") != 800 {
+	if len(lines) != 2 || gone == nil || gone["available"] != false || gone["quantity"] != 1.0 || r.num("totalCents") != 800 {
 		t.Fatalf("got %s, want the mug and the deleted plate's line unavailable, total 800", r.Body)
+	}
+	// Without name or price, as the contract says (not an empty name and
+	// a price of 0, which read as a free product without a name).
+	for _, field := range []string{"productName", "unitPriceCents", "lineTotalCents"} {
+		if v, ok := gone[field]; ok {
+			t.Errorf("the deleted plate's line has %s %v, want none", field, v)
+		}
 	}
 	o := e.do("POST", "/users/cat/orders", cat, map[string]any{"fromCart": true})
 	want(t, o, 409, "conflict")
