@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// checkKeys refuses what encoding/json lets through in a body that is
+// otherwise well-formed: bytes that are not UTF-8 (it would store U+FFFD in
+// their place), an object that names a field twice (the last would win,
+// and another reader of the same bytes may take the first), and a field
+// named other than as declared (it matches names regardless of case, so
+// "ITEMS" would be read as "items"). t is the type the body decodes into.
+// A body that is not well-formed JSON passes: decoding reports it.
+func checkKeys(body []byte, t reflect.Type) error {
+	if !utf8.Valid(body) {
+		return invalid("", "the body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walkKeys(dec, t, ""); err != nil && !errors.Is(err, errMalformed) {
+		return err
+	}
+	return nil
+}
+
+// errMalformed ends a walk of a body that is not well-formed JSON, which
+// decoding then reports.
+var errMalformed = errors.New("malformed JSON")
+
+func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return errMalformed
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch tok {
+	case json.Delim('{'):
+		fields := jsonFields(t)
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return errMalformed
+			}
+			key, _ := kt.(string)
+			at := joinPath(path, key)
+			if seen[key] {
+				return invalid(at, "appears twice")
+			}
+			seen[key] = true
+			var ft reflect.Type
+			switch {
+			case fields != nil:
+				f, ok := fields[key]
+				if !ok {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return invalid(at, fmt.Sprintf("is not a known field (field names are case-sensitive: %s)", name))
+						}
+					}
+				}
+				ft = f
+			case t != nil && t.Kind() == reflect.Map:
+				ft = t.Elem()
+			}
+			if err := walkKeys(dec, ft, at); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return errMalformed
+		}
+	case json.Delim('['):
+		var et reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			et = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walkKeys(dec, et, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return errMalformed
+		}
+	}
+	return nil
+}
+
+// jsonFields are the JSON names of struct type t's fields (embedded
+// structs' included) and their types; nil when t is not a struct, or
+// decodes itself (json.Unmarshaler), whose names are its own.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if t == nil || t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil
+	}
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			for k, v := range jsonFields(ft) {
+				out[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

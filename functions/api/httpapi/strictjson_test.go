@@ -1,0 +1,61 @@
+package httpapi_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBodiesAreReadAsWritten: a field named in another case than declared,
+// a field named twice in one object, and bytes that are not UTF-8 are each a
+// 400 validation that names what is wrong, and nothing is written. Go's
+// JSON decoder took "ITEMS" for "items", the last of two "quantity" fields,
+// and U+FFFD for bytes that are not UTF-8.
+func TestBodiesAreReadAsWritten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("kim")
+	p := e.mustProduct("Bowl", "kitchen", 900, 10)
+	kim := userCaller("kim")
+	for _, tc := range []struct {
+		method, path, body string
+		who                caller
+		want               string
+	}{
+		{"POST", "/users/kim/orders", `{"ITEMS":[{"productId":"` + p + `","quantity":1}]}`, kim, `"field":"ITEMS","message":"is not a known field (field names are case-sensitive: items)"`},
+		{"POST", "/users/kim/orders", `{"items":[{"PRODUCTID":"` + p + `","quantity":1}]}`, kim, `"field":"items[0].PRODUCTID"`},
+		{"PUT", "/users/kim/cart/" + p, `{"quantity":5,"quantity":0}`, kim, `"field":"quantity","message":"appears twice"`},
+		{"POST", "/products", `{"name":"X","name":"Y","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `"field":"name","message":"appears twice"`},
+		{"POST", "/products", "{\"name\":\"A\xff\xfe\",\"description\":\"d\",\"category\":\"kitchen\",\"priceCents\":1,\"stock\":1}", adminCaller("boss"), `not valid UTF-8`},
+	} {
+		r := e.do(tc.method, tc.path, tc.who, tc.body)
+		want(t, r, 400, "validation")
+		if !strings.Contains(r.Body, tc.want) {
+			t.Errorf("%s %s %s: %s, want it to hold %s", tc.method, tc.path, tc.body, r.Body, tc.want)
+		}
+	}
+	// Nothing was written: no order, an empty cart.
+	r := e.do("GET", "/users/kim/orders", kim, nil)
+	want(t, r, 200)
+	if items, _ := r.json["items"].([]any); len(items) != 0 {
+		t.Errorf("orders after refused bodies: %s, want none", r.Body)
+	}
+	r = e.do("GET", "/users/kim/cart", kim, nil)
+	want(t, r, 200)
+	if lines, _ := r.json["lines"].([]any); len(lines) != 0 {
+		t.Errorf("cart after refused bodies: %s, want it empty", r.Body)
+	}
+}
+
+// TestCutBodiesEndTheKeyCheck: a body cut anywhere is a 400 for not being
+// well-formed JSON; the check of its keys stops where it stops (it once
+// looped forever on an array cut after a comma).
+func TestCutBodiesEndTheKeyCheck(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("lee")
+	body := `{"items":[{"productId":"01M8D04NXHD4KSZX62ZZJHJNGC","quantity":1},{"productId":"01M8D04NXHD4KSZX62ZZJHJNGD","quantity":2}]}`
+	for i := 1; i < len(body); i++ {
+		r := e.do("POST", "/users/lee/orders", userCaller("lee"), body[:i])
+		want(t, r, 400, "validation")
+	}
+}
