@@ -130,18 +130,21 @@ func TestStaleBucketCountIsNotShortOfStock(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// interleaved answers eventually consistent reads of the stock buckets with
-// bucket 0 as it was when it was made and the others as they are: a read
-// that straddles a write, as BatchGetItem's read-committed isolation allows.
+// interleaved answers batch reads of the stock buckets (eventually
+// consistent ones, or with consistent set, consistent ones) with the
+// buckets in old as they were and the others as they are: a read that
+// straddles a write, as BatchGetItem's read-committed isolation allows
+// even to a consistent read, each item read on its own.
 type interleaved struct {
 	store.DB
-	table string
-	old   map[string]map[string]types.AttributeValue
+	table      string
+	old        map[string]map[string]types.AttributeValue
+	consistent bool
 }
 
 func (d interleaved) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	out, err := d.DB.BatchGetItem(ctx, in, opts...)
-	if err != nil || aws.ToBool(in.RequestItems[d.table].ConsistentRead) {
+	if err != nil || aws.ToBool(in.RequestItems[d.table].ConsistentRead) != d.consistent {
 		return out, err
 	}
 	for i, it := range out.Responses[d.table] {
@@ -612,29 +615,6 @@ func TestCancelThatCommittedAnswersTheCancelledOrder(t *testing.T) {
 	}
 }
 
-// straddled answers consistent batch reads of the stock buckets with the
-// buckets in old as they were and the others as they are: each item of a
-// BatchGetItem is read-committed on its own, so a consistent read can take
-// one bucket before a respread and another after it.
-type straddled struct {
-	store.DB
-	table string
-	old   map[string]map[string]types.AttributeValue
-}
-
-func (d straddled) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	out, err := d.DB.BatchGetItem(ctx, in, opts...)
-	if err != nil || !aws.ToBool(in.RequestItems[d.table].ConsistentRead) {
-		return out, err
-	}
-	for i, it := range out.Responses[d.table] {
-		if was, ok := d.old[it["bucketId"].(*types.AttributeValueMemberS).Value]; ok {
-			out.Responses[d.table][i] = was
-		}
-	}
-	return out, nil
-}
-
 // shortBesideARespread: a product of two buckets [8,0] respread to [5,4]
 // by a PATCH of stock 9, and a client whose consistent reads of the buckets
 // take bucket 1 from before it: 5 + 0, for a product that never held less
@@ -663,7 +643,7 @@ func (s *shapes) shortBesideARespread() (products.Product, store.DB) {
 		s.t.Fatal(err)
 	}
 	settle()
-	return p, straddled{DB: s.db, table: stockTable, old: old}
+	return p, interleaved{DB: s.db, table: stockTable, old: old, consistent: true}
 }
 
 // TestShortOnlyAsOfOneInstant: an order of 6 finds its drawn bucket short
