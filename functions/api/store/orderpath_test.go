@@ -170,18 +170,8 @@ func TestStockIsReadAsOfOneInstant(t *testing.T) {
 	// leave them; a PATCH of stock 5 respreads them to [3,2].
 	five := int64(5)
 	stockTable := tables.Physical(s.prefix, tables.ProductStock)
-	put := func(i, units int) {
-		if _, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(stockTable), Key: map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: p.ProductID + "#" + strconv.Itoa(i)}},
-			UpdateExpression:          aws.String("SET #u = :u"),
-			ExpressionAttributeNames:  map[string]string{"#u": "units"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberN{Value: strconv.Itoa(units)}},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(0, 5)
-	put(1, 0)
+	s.setBucket(p.ProductID, 0, 5)
+	s.setBucket(p.ProductID, 1, 0)
 	old := map[string]map[string]types.AttributeValue{}
 	key := p.ProductID + "#0"
 	old[key] = s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})
@@ -624,18 +614,8 @@ func (s *shapes) shortBesideARespread() (products.Product, store.DB) {
 	ctx := context.Background()
 	p := s.product("Jug", 8, 2)
 	stockTable := tables.Physical(s.prefix, tables.ProductStock)
-	put := func(i, units int) {
-		if _, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(stockTable), Key: map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: p.ProductID + "#" + strconv.Itoa(i)}},
-			UpdateExpression:          aws.String("SET #u = :u"),
-			ExpressionAttributeNames:  map[string]string{"#u": "units"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberN{Value: strconv.Itoa(units)}},
-		}); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-	put(0, 8)
-	put(1, 0)
+	s.setBucket(p.ProductID, 0, 8)
+	s.setBucket(p.ProductID, 1, 0)
 	key := p.ProductID + "#1"
 	old := map[string]map[string]types.AttributeValue{key: s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})}
 	nine := int64(9)
@@ -675,5 +655,20 @@ func TestRefusalShortOnlyAsOfOneInstant(t *testing.T) {
 	var e *errcode.Error
 	if !errors.As(err, &e) || e.Code != errcode.Unavailable {
 		t.Fatalf("got %v, want Unavailable (the product holds 9)", err)
+	}
+}
+
+// setBucket sets bucket i of a product to units, as sales and restocks
+// leave it, without moving its version.
+func (s *shapes) setBucket(productID string, i, units int) {
+	s.t.Helper()
+	if _, err := s.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(tables.Physical(s.prefix, tables.ProductStock)),
+		Key:                       map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: productID + "#" + strconv.Itoa(i)}},
+		UpdateExpression:          aws.String("SET #u = :u"),
+		ExpressionAttributeNames:  map[string]string{"#u": "units"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberN{Value: strconv.Itoa(units)}},
+	}); err != nil {
+		s.t.Fatal(err)
 	}
 }
