@@ -28,12 +28,14 @@ func TestAnswersBeforeARouteKeepItsCacheControl(t *testing.T) {
 		{"POST", "/products", "POST /products", big, 413, "no-store"},
 		{"GET", "/products/%2e", "$default", nil, 404, "no-store"},
 	} {
-		ev := event(tc.method, tc.path, userCaller("u1"), tc.body)
-		ev.RouteKey = tc.routeKey
-		r := e.send(ev)
-		want(t, r, tc.status)
-		if cc := r.Headers["cache-control"]; cc != tc.want {
-			t.Errorf("%s %s (route %s): %d with cache-control %q, want %q", tc.method, tc.path, tc.routeKey, r.StatusCode, cc, tc.want)
-		}
+		t.Run(tc.routeKey+" "+tc.path, func(t *testing.T) {
+			ev := event(tc.method, tc.path, userCaller("u1"), tc.body)
+			ev.RouteKey = tc.routeKey
+			r := e.send(ev)
+			want(t, r, tc.status)
+			if cc := r.Headers["cache-control"]; cc != tc.want {
+				t.Errorf("cache-control: got %q, want %q", cc, tc.want)
+			}
+		})
 	}
 }

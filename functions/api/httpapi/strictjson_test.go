@@ -17,21 +17,23 @@ func TestBodiesAreReadAsWritten(t *testing.T) {
 	p := e.mustProduct("Bowl", "kitchen", 900, 10)
 	kim := userCaller("kim")
 	for _, tc := range []struct {
-		method, path, body string
-		who                caller
-		want               string
+		name, method, path, body string
+		who                      caller
+		want                     string
 	}{
-		{"POST", "/users/kim/orders", `{"ITEMS":[{"productId":"` + p + `","quantity":1}]}`, kim, `"field":"ITEMS","message":"is not a known field (field names are case-sensitive: items)"`},
-		{"POST", "/users/kim/orders", `{"items":[{"PRODUCTID":"` + p + `","quantity":1}]}`, kim, `"field":"items[0].PRODUCTID"`},
-		{"PUT", "/users/kim/cart/" + p, `{"quantity":5,"quantity":0}`, kim, `"field":"quantity","message":"appears twice"`},
-		{"POST", "/products", `{"name":"X","name":"Y","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `"field":"name","message":"appears twice"`},
-		{"POST", "/products", "{\"name\":\"A\xff\xfe\",\"description\":\"d\",\"category\":\"kitchen\",\"priceCents\":1,\"stock\":1}", adminCaller("boss"), `not valid UTF-8`},
+		{"a field in capitals", "POST", "/users/kim/orders", `{"ITEMS":[{"productId":"` + p + `","quantity":1}]}`, kim, `"field":"ITEMS","message":"is not a known field (field names are case-sensitive: items)"`},
+		{"a nested field in capitals", "POST", "/users/kim/orders", `{"items":[{"PRODUCTID":"` + p + `","quantity":1}]}`, kim, `"field":"items[0].PRODUCTID"`},
+		{"a field twice", "PUT", "/users/kim/cart/" + p, `{"quantity":5,"quantity":0}`, kim, `"field":"quantity","message":"appears twice"`},
+		{"a name twice", "POST", "/products", `{"name":"X","name":"Y","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `"field":"name","message":"appears twice"`},
+		{"bytes that are not UTF-8", "POST", "/products", "{\"name\":\"A\xff\xfe\",\"description\":\"d\",\"category\":\"kitchen\",\"priceCents\":1,\"stock\":1}", adminCaller("boss"), `not valid UTF-8`},
 	} {
-		r := e.do(tc.method, tc.path, tc.who, tc.body)
-		want(t, r, 400, "validation")
-		if !strings.Contains(r.Body, tc.want) {
-			t.Errorf("%s %s %s: %s, want it to hold %s", tc.method, tc.path, tc.body, r.Body, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(tc.method, tc.path, tc.who, tc.body)
+			want(t, r, 400, "validation")
+			if !strings.Contains(r.Body, tc.want) {
+				t.Errorf("got %s, want it to hold %s", r.Body, tc.want)
+			}
+		})
 	}
 	// Nothing was written: no order, an empty cart.
 	r := e.do("GET", "/users/kim/orders", kim, nil)

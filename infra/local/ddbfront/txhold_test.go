@@ -137,7 +137,7 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 // and the token sent again was passed on as a replay of a transaction that
 // had never been applied.
 func TestATransactionWhoseClientLeftHoldsUntilItsAnswer(t *testing.T) {
-	const slow = 2 * time.Second
+	const slow = 4 * time.Second
 	upstream := slowTransactions(t, slow)
 	prefix := stacktest.OwnPrefix(t)
 	st, err := endpoints.Start(context.Background(), endpoints.Config{
