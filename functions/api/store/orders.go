@@ -57,10 +57,11 @@ func shortage(gone, short []string) error {
 // the idempotency key when given, keeping what claim.Keep makes of the
 // order. The catalog item is read, never written. A product is short of
 // stock only when a read of its catalog item and all its buckets as of one
-// instant (TransactGetItems) finds less than the quantity. Cancellations by contention or throttling are retried with
-// jittered backoff, committing the same read again with buckets drawn
-// again; when the retries run out, a consistent read decides
-// between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
+// instant (TransactGetItems) finds less than the quantity. Cancellations by
+// contention or throttling are retried with jittered backoff, committing
+// the same read again with buckets drawn again; when the retries run out,
+// a consistent read, and for a product it finds short one as of one
+// instant, decides between Conflict (short) and Unavailable. Codes: Invalid, NotFound (user
 // not registered), Conflict (short of stock, product gone, empty cart, too
 // large for one transaction), Unavailable; ErrKeyUsed when the claim's key
 // was used first by another request.
@@ -430,7 +431,8 @@ func (l *orderLessons) learn(d decrementRef, item map[string]types.AttributeValu
 // buyers run out of retries where a read, which costs no write units,
 // answers 409. The catalog items are read again: the round's read may be
 // seconds old (contended rounds commit it again), and a respread since
-// then counts other buckets.
+// then counts other buckets. A product that read finds short is read again
+// as of one instant (productAtOnce) before it is named.
 func (s *Store) refusal(ctx context.Context, items []orders.Item, busy error) error {
 	if len(items) == 0 || ctx.Err() != nil {
 		return busy
