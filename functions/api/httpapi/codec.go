@@ -88,7 +88,9 @@ func jsonError(err error) error {
 
 func jsonType(kind string) string {
 	switch {
-	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"):
+		return "whole number" // 1.0 and 1e2 are numbers, and not read as these
+	case strings.HasPrefix(kind, "float"):
 		return "number"
 	case kind == "slice":
 		return "list"

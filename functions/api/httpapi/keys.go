@@ -18,7 +18,7 @@ import (
 // "ITEMS" would be read as "items"). t is the type the body decodes into.
 // A body that is not well-formed JSON passes: decoding reports it.
 func checkKeys(body []byte, t reflect.Type) error {
-	if !utf8.Valid(body) {
+	if !utf8.Valid(body) || loneSurrogate(body) {
 		return invalid("", "the body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -136,4 +136,64 @@ func joinPath(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// loneSurrogate says whether a string of body escapes half of a UTF-16
+// surrogate pair ("\ud800" alone), which names no character: encoding/json
+// reads it as U+FFFD.
+func loneSurrogate(body []byte) bool {
+	inString := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(body):
+			if body[i+1] != 'u' {
+				i++ // an escape of one character
+				continue
+			}
+			r, ok := hex4(body, i+2)
+			switch {
+			case !ok:
+				return false // not JSON: decoding says so
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return true // a low half with no high half before it
+			case r >= 0xD800 && r <= 0xDBFF:
+				low, ok := rune(0), i+11 < len(body) && body[i+6] == '\\' && body[i+7] == 'u'
+				if ok {
+					low, ok = hex4(body, i+8)
+				}
+				if !ok || low < 0xDC00 || low > 0xDFFF {
+					return true
+				}
+				i += 11
+			default:
+				i += 5
+			}
+		}
+	}
+	return false
+}
+
+// hex4 reads the four hex digits of a \u escape at body[at:].
+func hex4(body []byte, at int) (rune, bool) {
+	if at+4 > len(body) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range body[at : at+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

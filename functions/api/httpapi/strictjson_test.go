@@ -25,6 +25,9 @@ func TestBodiesAreReadAsWritten(t *testing.T) {
 		{"a nested field in capitals", "POST", "/users/kim/orders", `{"items":[{"PRODUCTID":"` + p + `","quantity":1}]}`, kim, `"field":"items[0].PRODUCTID"`},
 		{"a field twice", "PUT", "/users/kim/cart/" + p, `{"quantity":5,"quantity":0}`, kim, `"field":"quantity","message":"appears twice"`},
 		{"a name twice", "POST", "/products", `{"name":"X","name":"Y","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `"field":"name","message":"appears twice"`},
+		{"half a surrogate pair", "POST", "/products", `{"name":"A\ud800","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `not valid UTF-8`},
+		{"a low half first", "POST", "/products", `{"name":"A\udc00\ud800","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `not valid UTF-8`},
+		{"a fractional count", "PUT", "/users/kim/cart/" + p, `{"quantity":1.0}`, kim, `"field":"quantity","message":"must be a whole number"`},
 		{"bytes that are not UTF-8", "POST", "/products", "{\"name\":\"A\xff\xfe\",\"description\":\"d\",\"category\":\"kitchen\",\"priceCents\":1,\"stock\":1}", adminCaller("boss"), `not valid UTF-8`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,8 +38,15 @@ func TestBodiesAreReadAsWritten(t *testing.T) {
 			}
 		})
 	}
+	// Text that is UTF-8 is read as written: a surrogate pair is one
+	// character, and an escaped backslash before "ud800" is text.
+	r := e.do("POST", "/products", adminCaller("boss"), `{"name":"Grin \ud83d\ude00 \\ud800","description":"d","category":"kitchen","priceCents":1,"stock":1}`)
+	want(t, r, 201)
+	if got := r.str("name"); got != "Grin \U0001F600 \\ud800" {
+		t.Errorf("name: got %q, want %q", got, "Grin \U0001F600 \\ud800")
+	}
 	// Nothing was written: no order, an empty cart.
-	r := e.do("GET", "/users/kim/orders", kim, nil)
+	r = e.do("GET", "/users/kim/orders", kim, nil)
 	want(t, r, 200)
 	if items, _ := r.json["items"].([]any); len(items) != 0 {
 		t.Errorf("orders after refused bodies: %s, want none", r.Body)
