@@ -52,3 +52,21 @@ func TestRangedGetCarriesNoWholeObjectChecksum(t *testing.T) {
 		t.Error("get of the whole object: no checksum, want the one it was put with")
 	}
 }
+
+// TestListV2SaysKeyCountZero: a ListObjectsV2 that finds nothing says
+// KeyCount 0, as S3 does (the store left it out, which boto3 reads as
+// None); one that finds keys says how many.
+func TestListV2SaysKeyCountZero(t *testing.T) {
+	c := client(t, memServer(t))
+	ctx := context.Background()
+	put(t, c, "a/1", "x")
+	for prefix, want := range map[string]int32{"none/": 0, "a/": 1} {
+		out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+		if err != nil {
+			t.Fatalf("list %s: %v", prefix, err)
+		}
+		if out.KeyCount == nil || *out.KeyCount != want || len(out.Contents) != int(want) {
+			t.Errorf("list %s: KeyCount %v, %d keys; want %d", prefix, out.KeyCount, len(out.Contents), want)
+		}
+	}
+}

@@ -4,11 +4,14 @@
 package s3server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +73,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Range") != "" {
 		w = &partial{ResponseWriter: w}
 	}
+	if _, key := splitPath(r.URL.Path); key == "" && r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" {
+		listV2(s.handler, w, r)
+		return
+	}
 	s.handler.ServeHTTP(w, r)
+}
+
+// listV2 answers a ListObjectsV2 with its KeyCount always, as S3 does: the
+// store leaves it out when it is 0, and a client that reads it (boto3's
+// response["KeyCount"]) finds nothing where S3 says 0.
+func listV2(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	next.ServeHTTP(rec, r)
+	body := rec.Body.Bytes()
+	if rec.Code == http.StatusOK && !bytes.Contains(body, []byte("<KeyCount>")) {
+		if i := bytes.LastIndex(body, []byte("</ListBucketResult>")); i >= 0 {
+			body = append(body[:i:i], append([]byte("<KeyCount>0</KeyCount>"), body[i:]...)...)
+		}
+	}
+	for k, vs := range rec.Header() {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(body)
 }
 
 // partial answers a ranged read as S3 does: a part of an object (206)
