@@ -672,3 +672,26 @@ func (s *shapes) setBucket(productID string, i, units int) {
 		s.t.Fatal(err)
 	}
 }
+
+// TestPageBesideARespreadIsReadAsOfOneInstant: 100 units in one bucket
+// respread over 32; a page whose eventually consistent read still finds
+// the catalog item of one bucket, with bucket 0 as the respread left it (3
+// or 4 units), showed 3 or 4 for a product holding 100, under the version
+// of the page before the respread. Bucket 0 says how many buckets wrote
+// it, and the page is read again as of one instant.
+func TestPageBesideARespreadIsReadAsOfOneInstant(t *testing.T) {
+	s := newShapes(t)
+	p, db := s.respreadBehindAStaleRead()
+	settle() // bucket 0 reads as the respread left it; the catalog item, stale
+	got, err := s.storeOn(db, 0).GetProduct(context.Background(), p.ProductID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := s.st.GetProduct(context.Background(), p.ProductID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stock != 100 || got.StockBuckets != 32 || got.Version != now.Version {
+		t.Errorf("page: stock %d over %d buckets at version %d; want 100 over 32 at %d", got.Stock, got.StockBuckets, got.Version, now.Version)
+	}
+}

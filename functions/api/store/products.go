@@ -160,6 +160,9 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 			if err := attributevalue.UnmarshalMap(first, &b); err != nil {
 				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 			}
+			if b.straddles(n) {
+				return s.pageAtOnce(ctx, id, b.Of)
+			}
 			if p.CatalogStock == nil {
 				s.catalogs.put(id, p, b, readAt, gen)
 			}
@@ -198,6 +201,27 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	_, bs, err := s.readAtOnce(ctx, id, n, false)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+	}
+	if len(bs) > 0 && bs[0].straddles(n) {
+		return s.pageAtOnce(ctx, id, bs[0].Of)
+	}
+	p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
+	p.Version += versions(bs)
+	return p, nil
+}
+
+// pageAtOnce is the page of product id read as of one instant, from n
+// buckets (productAtOnce): the page's first read joined a catalog item and
+// a bucket from either side of a respread, whose total the product never
+// held, under a version another page had. It is not kept in the catalog
+// cache.
+func (s *Store) pageAtOnce(ctx context.Context, id string, n int) (products.Product, error) {
+	p, bs, ok, err := s.productAtOnce(ctx, id, n)
+	switch {
+	case err != nil:
+		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
+	case !ok:
+		return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
 	}
 	p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
 	p.Version += versions(bs)

@@ -42,7 +42,17 @@ type bucket struct {
 	Name       string `dynamodbav:"name"`
 	Version    int64  `dynamodbav:"version"`
 	Shape      int    `dynamodbav:"shape,omitempty"`
+	// Of is the number of buckets the product had when this bucket was
+	// written whole (a creation, a respread); 0 when written by a release
+	// before 0.16.0. A page that reads a catalog item saying otherwise read
+	// the two from either side of a respread.
+	Of int `dynamodbav:"of,omitempty"`
 }
+
+// straddles says whether b, read beside a catalog item of n buckets, was
+// written by a respread that catalog item does not know of, or the
+// reverse: the two were read from either side of a respread.
+func (b bucket) straddles(n int) bool { return b.Of != 0 && b.Of != n }
 
 func bucketID(productID string, i int) string { return productID + "#" + strconv.Itoa(i) }
 
@@ -275,7 +285,7 @@ func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
 func (s *Store) putBucket(p products.Product, i int, units, version int64, was *bucket) (types.TransactWriteItem, error) {
 	item, err := attributevalue.MarshalMap(bucket{
 		BucketID: bucketID(p.ProductID, i), ProductID: p.ProductID, Index: i,
-		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket,
+		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket, Of: bucketsOf(p),
 	})
 	if err != nil {
 		return types.TransactWriteItem{}, err
