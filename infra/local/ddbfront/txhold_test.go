@@ -51,6 +51,25 @@ func slowTransactions(t *testing.T, slow time.Duration) string {
 	return srv.URL
 }
 
+// frontOn starts a stack whose front passes on to upstream under limits,
+// closed with the test, and creates a table of its own named after name.
+func frontOn(t *testing.T, upstream string, limits ddbfront.Limits, name string) (*endpoints.Stack, string) {
+	t.Helper()
+	prefix := stacktest.OwnPrefix(t)
+	st, err := endpoints.Start(context.Background(), endpoints.Config{
+		DynamoDBUpstream: upstream, TTLSweepInterval: -1,
+		SweepTables: func(table string) bool { return strings.HasPrefix(table, prefix) },
+		Limits:      limits,
+	})
+	if err != nil {
+		t.Fatalf("start stack: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	table := prefix + name
+	createTable(t, st.DynamoDB(), table, "")
+	return st, table
+}
+
 // A transaction holds its items until its answer, however late DynamoDB
 // Local gives it (stricter than AWS, whose two phases take TxWindow): a
 // write of its item after the window but before its late answer is
@@ -61,19 +80,8 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 	const window, slow = 300 * time.Millisecond, 3 * time.Second
 	upstream := slowTransactions(t, slow)
 	for _, untilAnswer := range []bool{true, false} {
-		prefix := stacktest.OwnPrefix(t)
-		st, err := endpoints.Start(context.Background(), endpoints.Config{
-			DynamoDBUpstream: upstream, TTLSweepInterval: -1,
-			SweepTables: func(table string) bool { return strings.HasPrefix(table, prefix) },
-			Limits:      ddbfront.Limits{TxWindow: window, ReleaseAtWindow: !untilAnswer},
-		})
-		if err != nil {
-			t.Fatalf("start stack: %v", err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
+		st, table := frontOn(t, upstream, ddbfront.Limits{TxWindow: window, ReleaseAtWindow: !untilAnswer}, "held")
 		db := st.DynamoDB()
-		table := prefix + "held"
-		createTable(t, db, table, "")
 
 		in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("hold-" + table),
 			TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("slow", 1, nil)}}}}
@@ -98,7 +106,7 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(2 * window)
-		_, err = db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("other", 1),
+		_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("other", 1),
 			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
 		if err != nil {
 			t.Fatalf("a write of another item: %v", err)
@@ -139,24 +147,14 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 func TestATransactionWhoseClientLeftHoldsUntilItsAnswer(t *testing.T) {
 	const slow = 4 * time.Second
 	upstream := slowTransactions(t, slow)
-	prefix := stacktest.OwnPrefix(t)
-	st, err := endpoints.Start(context.Background(), endpoints.Config{
-		DynamoDBUpstream: upstream, TTLSweepInterval: -1,
-		SweepTables: func(table string) bool { return strings.HasPrefix(table, prefix) },
-	})
-	if err != nil {
-		t.Fatalf("start stack: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st, table := frontOn(t, upstream, ddbfront.Limits{}, "left")
 	db := st.DynamoDB()
-	table := prefix + "left"
-	createTable(t, db, table, "")
 
 	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("left-" + table),
 		TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("slow", 1, map[string]types.AttributeValue{"v": num(7)})}}}}
 	start := time.Now()
 	gone, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
-	_, err = db.TransactWriteItems(gone, in, noRetry)
+	_, err := db.TransactWriteItems(gone, in, noRetry)
 	cancel()
 	if err == nil {
 		t.Fatal("the transaction answered before its client gave up; the test proves nothing")
