@@ -55,8 +55,8 @@ seed:
 ## --- Operations (docs/contract.md#6-operations, docs/operations.md): against `make run`'s stack, or a deployed stage with STAGE=dev ---
 # STAGE reaches the operator commands only when given (command line or environment):
 # its default below is for deploy, and operations default to the local stack.
-# make exits 2 whenever a recipe fails, so `make audit` cannot hand on the
-# command's own 1 (drift) or 2 (could not run): scripts run $(OPS_BIN) itself.
+# make exits 2 whenever a recipe fails; `make audit` alone hands on the
+# command's own status (below), and scripts run $(OPS_BIN) for the others'.
 OPS_BIN ?= bin/ops
 # switch: $(2) when the switch named $(1) is 1, nothing when it is 0 or not
 # given; any other value stops make, so that REPAIR=0 or FORCE=no never
@@ -89,9 +89,41 @@ ops:
 replay: ops
 	$(OPS) replay $(if $(MAPPING),-mapping $(MAPPING)) $(if $(RETIRE),-retire "$$RETIRE" -reason "$$REASON" $(call switch,FORCE,-force),$(call switch,FORCE,)$(if $(filter 1,$(FORCE)),$(error FORCE=1 gives up the objects RETIRE names: name them)))
 
-## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait)
+## audit: recompute every counter from the tables and the orders archive, print the drift (REPAIR=1 corrects it; SETTLE=5s and MAX_WAIT=2m pass -settle and -max-wait); exit 0 all agree, 1 drift remains, 2 could not run
+AUDIT = $(OPS) audit $(call switch,REPAIR,-repair) $(if $(SETTLE),-settle $(SETTLE)) $(if $(MAX_WAIT),-max-wait $(MAX_WAIT))
+# The contract has `make audit` exit 1 on drift, and make's only status 1 is
+# question mode's "a target needs remaking". So when audit is the only goal
+# (and make was not asked for a dry run, -n, -q or -t), the audit runs while
+# make reads this file: its progress (standard error) shows as it comes, its
+# report (standard output) is kept in a file. make then runs in question
+# mode, where a recipe marked + still runs: it prints the report, and the
+# goal's own recipe, + marked only when the audit ended 0, leaves make at 0,
+# at 1 (a recipe question mode does not run), or at the command's 2.
+# Variables given on make's command line reach the command as they reach a
+# recipe (make 4.3's $(shell) has only make's own environment).
+make_flags := $(firstword $(filter-out -% %=%,$(firstword $(MAKEFLAGS))))
+ifeq ($(MAKECMDGOALS)|$(findstring n,$(make_flags))$(findstring q,$(make_flags))$(findstring t,$(make_flags)),audit|)
+command_line_env := $(foreach v,$(filter-out REPAIR SETTLE MAX_WAIT STAGE,$(.VARIABLES)),$(if $(and $(filter command line,$(origin $(v))),$(shell printf '%s' '$(v)' | grep -qxE '[A-Z_][A-Z0-9_]*' && echo y)),$(v)='$(subst ','\'',$(value $(v)))'))
+audit_report := $(shell mktemp)
+audit_status := $(shell { $(GO) build -o $(OPS_BIN) ./infra/ops && env $(command_line_env) $(AUDIT); } >$(audit_report); echo $$?)
+MAKEFLAGS += -q
+.PHONY: audit-report
+audit-report:
+	+@cat $(audit_report); rm -f $(audit_report)
+ifeq ($(audit_status),0)
+audit: audit-report
+	+@:
+else ifeq ($(audit_status),1)
+audit: audit-report
+	@:
+else
+audit: audit-report
+	+@exit $(audit_status)
+endif
+else
 audit: ops
-	$(OPS) audit $(call switch,REPAIR,-repair) $(if $(SETTLE),-settle $(SETTLE)) $(if $(MAX_WAIT),-max-wait $(MAX_WAIT))
+	$(AUDIT)
+endif
 
 ## reindex: rebuild the products search index from the products table, beside the live indexer
 reindex: ops

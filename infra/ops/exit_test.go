@@ -63,6 +63,38 @@ func runOps(t *testing.T, bin string, env map[string]string, args ...string) (in
 	}
 }
 
+// runMake runs `make -s <goal>` at the repository's root with the shell's
+// environment (no STAGE) and vars given on make's command line, as an
+// operator types them, and returns make's exit status and its standard
+// output and standard error apart.
+func runMake(t *testing.T, bin string, vars map[string]string, goal string) (code int, stdout, stderr string) {
+	t.Helper()
+	args := []string{"-s", "--no-print-directory", goal, "OPS_BIN=" + bin}
+	for k, v := range vars {
+		args = append(args, k+"="+v)
+	}
+	cmd := exec.Command("make", args...)
+	cmd.Dir = filepath.Join("..", "..")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STAGE=") && !strings.HasPrefix(kv, "TABLE_PREFIX=") && !strings.HasPrefix(kv, "MAKEFLAGS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("make %s: %v", goal, err)
+	}
+	t.Logf("make %s: exit %d\n%s%s", goal, code, out.String(), errOut.String())
+	return code, out.String(), errOut.String()
+}
+
 // closedPort returns a 127.0.0.1 port nothing listens on.
 func closedPort(t *testing.T) string {
 	t.Helper()
@@ -78,7 +110,7 @@ func closedPort(t *testing.T) string {
 // TestOpsExitStatusForScripts: bin/ops, built by `make ops`, exits 2 when it
 // cannot run (a stopped stack, saying which endpoint does not answer; tables
 // of another TABLE_PREFIX, naming the tables and the prefix) and 1 on drift,
-// the statuses `make audit` cannot hand on (make exits 2 for both).
+// the statuses make turns into its own 2; `make audit` hands them on.
 func TestOpsExitStatusForScripts(t *testing.T) {
 	bin := buildOps(t)
 
@@ -156,6 +188,27 @@ func TestOpsExitStatusForScripts(t *testing.T) {
 		}
 		if code, out := runOps(t, bin, env, "audit", "-settle", "1s"); code != 1 || !strings.Contains(strings.Join(strings.Fields(out), " "), "user/u1 orderCount 2 0 drift") {
 			t.Errorf("audit of a drifted counter: exit %d, want 1 and the line: user/u1 orderCount 2 0 drift", code)
+		}
+		// `make audit` hands on the command's own status, as the contract
+		// has it (0 agree, 1 drift), with the report on standard output.
+		vars := map[string]string{"SETTLE": "1s"}
+		for k, v := range env {
+			vars[k] = v
+		}
+		code, out, _ := runMake(t, bin, vars, "audit")
+		if code != 1 || !strings.Contains(strings.Join(strings.Fields(out), " "), "user/u1 orderCount 2 0 drift") {
+			t.Errorf("make audit of a drifted counter: exit %d, stdout %q; want 1 and the line: user/u1 orderCount 2 0 drift", code, out)
+		}
+		vars["REPAIR"] = "1"
+		if code, _, _ := runMake(t, bin, vars, "audit"); code != 0 {
+			t.Errorf("make audit REPAIR=1: exit %d, want 0", code)
+		}
+		delete(vars, "REPAIR")
+		if code, out, _ := runMake(t, bin, vars, "audit"); code != 0 || strings.Contains(out, "drift") {
+			t.Errorf("make audit after the repair: exit %d, stdout %q; want 0 and no drift", code, out)
+		}
+		if code, _, errOut := runMake(t, bin, map[string]string{"DYNAMODB_PORT": closedPort(t)}, "audit"); code != 2 || !strings.Contains(errOut, "Error 2") {
+			t.Errorf("make audit against a stopped stack: exit %d, stderr %q; want 2", code, errOut)
 		}
 	})
 }

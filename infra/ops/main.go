@@ -38,8 +38,11 @@ type command struct {
 // env is what a command may use besides its target and arguments.
 type env struct {
 	stdout io.Writer
-	logger *slog.Logger
-	getenv func(string) string
+	// progress takes the long commands' progress lines (stdout when nil):
+	// standard error, so that `make audit` can keep the report apart.
+	progress io.Writer
+	logger   *slog.Logger
+	getenv   func(string) string
 }
 
 func commands() []command {
@@ -56,7 +59,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, logger: logger, getenv: os.Getenv}))
+	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, progress: os.Stderr, logger: logger, getenv: os.Getenv}))
 }
 
 // run runs one command and returns the exit status.
@@ -125,4 +128,12 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintln(w, "  "+c.usage)
 	}
+}
+
+// progressOut is where progress lines go.
+func (e env) progressOut() io.Writer {
+	if e.progress != nil {
+		return e.progress
+	}
+	return e.stdout
 }

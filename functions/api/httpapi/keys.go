@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -15,8 +17,12 @@ import (
 // their place), an object that names a field twice (the last would win,
 // and another reader of the same bytes may take the first), and a field
 // named other than as declared (it matches names regardless of case, so
-// "ITEMS" would be read as "items"). t is the type the body decodes into.
-// A body that is not well-formed JSON passes: decoding reports it.
+// "ITEMS" would be read as "items"). It also refuses, first in the body's
+// order, a field not declared and a value of the wrong JSON type, naming
+// the field by its whole path, list positions included (items[1].quantity):
+// encoding/json names them without positions (items.quantity), or by the
+// last name alone (quantity). t is the type the body decodes into. A body
+// that is not well-formed JSON passes: decoding reports it.
 func checkKeys(body []byte, t reflect.Type) error {
 	if !utf8.Valid(body) || loneSurrogate(body) {
 		return invalid("", "the body is not valid UTF-8")
@@ -40,6 +46,12 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 	}
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t != nil && decodesItself(t) {
+		t = nil // its own JSON: its own checks, and its own field names
+	}
+	if want := mismatch(tok, t); want != "" {
+		return invalid(path, "must be a "+want)
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -66,6 +78,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 							return invalid(at, fmt.Sprintf("is not a known field (field names are case-sensitive: %s)", name))
 						}
 					}
+					return invalid(at, "is not a known field")
 				}
 				ft = f
 			case t != nil && t.Kind() == reflect.Map:
@@ -93,6 +106,61 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// decodesItself says whether values of t read their own JSON (a
+// json.Unmarshaler or an encoding.TextUnmarshaler).
+func decodesItself(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return pt.Implements(reflect.TypeFor[json.Unmarshaler]()) || pt.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+}
+
+// mismatch is the JSON type that t takes when tok, the first token of a
+// value, is not of it (as encoding/json would refuse it: a whole number
+// for an integer, whatever a number's text says), or "" when it fits or t
+// is not known. null fits everything, as encoding/json leaves the field
+// as it was.
+func mismatch(tok json.Token, t reflect.Type) string {
+	if t == nil || tok == nil {
+		return ""
+	}
+	k := t.Kind()
+	fits := false
+	switch v := tok.(type) {
+	case json.Delim:
+		switch v {
+		case '{':
+			fits = k == reflect.Struct || k == reflect.Map || k == reflect.Interface
+		case '[':
+			fits = k == reflect.Slice || k == reflect.Array || k == reflect.Interface
+		default:
+			return "" // not a value's first token: decoding reports it
+		}
+	case string:
+		fits = k == reflect.String || k == reflect.Interface
+	case bool:
+		fits = k == reflect.Bool || k == reflect.Interface
+	case json.Number:
+		switch {
+		case k >= reflect.Int && k <= reflect.Int64:
+			_, err := strconv.ParseInt(v.String(), 10, t.Bits())
+			fits = err == nil
+		case k >= reflect.Uint && k <= reflect.Uintptr:
+			_, err := strconv.ParseUint(v.String(), 10, t.Bits())
+			fits = err == nil
+		case k == reflect.Float32 || k == reflect.Float64:
+			_, err := strconv.ParseFloat(v.String(), t.Bits())
+			fits = err == nil
+		default:
+			fits = k == reflect.Interface
+		}
+	default:
+		return ""
+	}
+	if fits {
+		return ""
+	}
+	return jsonType(k.String())
 }
 
 // jsonFields are the JSON names of struct type t's fields (embedded

@@ -7,7 +7,9 @@ import (
 
 // TestBodiesAreReadAsWritten: a field named in another case than declared,
 // a field named twice in one object, and bytes that are not UTF-8 are each a
-// 400 validation that names what is wrong, and nothing is written. Go's
+// 400 validation that names what is wrong, and nothing is written. A field
+// not declared, or of the wrong JSON type, is named by its whole path, list
+// positions included, as the API's own checks name fields. Go's
 // JSON decoder took "ITEMS" for "items", the last of two "quantity" fields,
 // and U+FFFD for bytes that are not UTF-8.
 func TestBodiesAreReadAsWritten(t *testing.T) {
@@ -28,6 +30,10 @@ func TestBodiesAreReadAsWritten(t *testing.T) {
 		{"half a surrogate pair", "POST", "/products", `{"name":"A\ud800","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `not valid UTF-8`},
 		{"a low half first", "POST", "/products", `{"name":"A\udc00\ud800","description":"d","category":"kitchen","priceCents":1,"stock":1}`, adminCaller("boss"), `not valid UTF-8`},
 		{"a fractional count", "PUT", "/users/kim/cart/" + p, `{"quantity":1.0}`, kim, `"field":"quantity","message":"must be a whole number"`},
+		{"a count as text in the second line", "POST", "/users/kim/orders", `{"items":[{"productId":"` + p + `","quantity":1},{"productId":"` + p + `","quantity":"2"}]}`, kim, `"field":"items[1].quantity","message":"must be a whole number"`},
+		{"an unknown field in a line", "POST", "/users/kim/orders", `{"items":[{"productId":"` + p + `","qty":1}]}`, kim, `"field":"items[0].qty","message":"is not a known field"`},
+		{"an object for a list", "POST", "/users/kim/orders", `{"items":{"productId":"` + p + `"}}`, kim, `"field":"items","message":"must be a list"`},
+		{"a count past int64", "PUT", "/users/kim/cart/" + p, `{"quantity":9223372036854775808}`, kim, `"field":"quantity","message":"must be a whole number"`},
 		{"bytes that are not UTF-8", "POST", "/products", "{\"name\":\"A\xff\xfe\",\"description\":\"d\",\"category\":\"kitchen\",\"priceCents\":1,\"stock\":1}", adminCaller("boss"), `not valid UTF-8`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -693,5 +694,61 @@ func TestPageBesideARespreadIsReadAsOfOneInstant(t *testing.T) {
 	}
 	if got.Stock != 100 || got.StockBuckets != 32 || got.Version != now.Version {
 		t.Errorf("page: stock %d over %d buckets at version %d; want 100 over 32 at %d", got.Stock, got.StockBuckets, got.Version, now.Version)
+	}
+}
+
+// TestListBesideARespreadIsReadAsOfOneInstant: the category list reads the
+// buckets of its products in one eventually consistent BatchGetItem, each
+// item on its own. Buckets [5,0] respread to [3,2], read as bucket 0 from
+// before and bucket 1 from after, would list 7 units for a product that
+// never held more than 5; and a catalog item of 1 bucket listed beside a
+// bucket 0 respread to 4 buckets would list a quarter of its stock.
+func TestListBesideARespreadIsReadAsOfOneInstant(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	stockTable := tables.Physical(s.prefix, tables.ProductStock)
+	for _, tc := range []struct {
+		name          string
+		buckets, stay int     // before the respread, after it
+		units         []int64 // the buckets before the respread
+		patch         products.Patch
+		want          int64
+	}{
+		{"same number of buckets", 2, 2, []int64{5, 0}, products.Patch{Stock: ptr[int64](5)}, 5},
+		{"1 bucket to 4", 1, 4, []int64{100}, products.Patch{StockBuckets: ptr(4)}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			category := fmt.Sprintf("straddle-%d-%d", tc.buckets, tc.stay)
+			var total int64
+			for _, u := range tc.units {
+				total += u
+			}
+			p, err := s.st.CreateProduct(ctx, products.New{Name: "Vase", Category: category, PriceCents: ptr[int64](100), Stock: &total, StockBuckets: ptr(tc.buckets)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, u := range tc.units {
+				s.setBucket(p.ProductID, i, int(u))
+			}
+			old := map[string]map[string]types.AttributeValue{}
+			key := p.ProductID + "#0"
+			old[key] = s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})
+			if _, err := s.st.PatchProduct(ctx, p.ProductID, tc.patch, nil); err != nil {
+				t.Fatal(err)
+			}
+			settle() // the respread is what any read sees now, but bucket 0's old units
+			st := store.New(interleaved{DB: s.db, table: stockTable, old: old}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+			page, err := st.ListProductsByCategory(ctx, category, 10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now, err := s.st.GetProduct(ctx, p.ProductID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Items) != 1 || page.Items[0].Stock != tc.want || page.Items[0].Version != now.Version {
+				t.Fatalf("list: %+v; want one product of stock %d at version %d", page.Items, tc.want, now.Version)
+			}
+		})
 	}
 }

@@ -56,7 +56,7 @@ func (s *Store) CreateProduct(ctx context.Context, n products.New) (products.Pro
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	}}}
 	for i, units := range stock.Spread(p.Stock, p.StockBuckets) {
-		put, err := s.putBucket(p, i, units, 0, nil)
+		put, err := s.putBucket(p, p.Version, i, units, 0, nil)
 		if err != nil {
 			return products.Product{}, fmt.Errorf("create product %s: %w", p.ProductID, err)
 		}
@@ -398,7 +398,7 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 			if i < n {
 				was = &bs[i]
 			}
-			put, err := s.putBucket(next, i, share, vs[i], was)
+			put, err := s.putBucket(next, cur.Version+1, i, share, vs[i], was)
 			if err != nil {
 				return products.Product{}, nil, fmt.Errorf("patch product %s: %w", cur.ProductID, err)
 			}

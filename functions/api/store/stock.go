@@ -47,12 +47,32 @@ type bucket struct {
 	// before 0.16.0. A page that reads a catalog item saying otherwise read
 	// the two from either side of a respread.
 	Of int `dynamodbav:"of,omitempty"`
+	// At is the catalog version of the write that wrote this bucket whole
+	// (a creation, a respread), shared by every bucket that write wrote; 0
+	// when written by a release before 0.17.0. Buckets of one product
+	// read with different ones were read from either side of a respread.
+	At int64 `dynamodbav:"at,omitempty"`
 }
 
 // straddles says whether b, read beside a catalog item of n buckets, was
 // written by a respread that catalog item does not know of, or the
 // reverse: the two were read from either side of a respread.
 func (b bucket) straddles(n int) bool { return b.Of != 0 && b.Of != n }
+
+// straddled says whether bs, the buckets of a product whose catalog item
+// read says it has n, may have been read from either side of a respread:
+// a bucket says another number, or two were written whole by different
+// writes (or one is missing, or written by a release before 0.17.0 beside
+// one written after). Each item of a BatchGetItem is read on its own, so a
+// respread of [5,0] to [3,2] can read as 5 and 2: a unit shown twice.
+func straddled(bs []bucket, n int) bool {
+	for _, b := range bs {
+		if b.straddles(n) || b.At != bs[0].At {
+			return true
+		}
+	}
+	return false
+}
 
 func bucketID(productID string, i int) string { return productID + "#" + strconv.Itoa(i) }
 
@@ -184,6 +204,20 @@ func (s *Store) withStock(ctx context.Context, ps []products.Product, consistent
 	}
 	for i := range ps {
 		bs := read[ps[i].ProductID]
+		if straddled(bs, bucketsOf(ps[i])) {
+			// Read again as of one instant, the catalog item with its
+			// buckets: rare (a respread beside the read), 2 RRU a item.
+			p, at, ok, err := s.productAtOnce(ctx, ps[i].ProductID, bucketsOf(ps[i]))
+			switch {
+			case err != nil:
+				return err
+			case !ok:
+				// Deleted since the list's read: it holds nothing.
+				ps[i].Stock = 0
+				continue
+			}
+			ps[i], bs = p, at
+		}
 		ps[i].Stock = stock.Sum(unitsOf(bs)) + catalogStock(ps[i])
 		ps[i].Version += versions(bs)
 	}
@@ -280,12 +314,13 @@ func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
 }
 
 // putBucket is the action that writes bucket i of p whole with the given
-// units and version, on the condition that it is as it was read (absent
+// units and version, as written by the write of catalog version at, on the
+// condition that it is as it was read (absent
 // when was is nil).
-func (s *Store) putBucket(p products.Product, i int, units, version int64, was *bucket) (types.TransactWriteItem, error) {
+func (s *Store) putBucket(p products.Product, at int64, i int, units, version int64, was *bucket) (types.TransactWriteItem, error) {
 	item, err := attributevalue.MarshalMap(bucket{
 		BucketID: bucketID(p.ProductID, i), ProductID: p.ProductID, Index: i,
-		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket, Of: bucketsOf(p),
+		Units: units, PriceCents: p.PriceCents, Name: p.Name, Version: version, Shape: shapes.StockBucket, Of: bucketsOf(p), At: at,
 	})
 	if err != nil {
 		return types.TransactWriteItem{}, err
