@@ -105,7 +105,7 @@ make_flags := $(firstword $(filter-out -% %=%,$(firstword $(MAKEFLAGS))))
 ifeq ($(MAKECMDGOALS)|$(findstring n,$(make_flags))$(findstring q,$(make_flags))$(findstring t,$(make_flags)),audit|)
 command_line_env := $(foreach v,$(filter-out REPAIR SETTLE MAX_WAIT STAGE,$(.VARIABLES)),$(if $(and $(filter command line,$(origin $(v))),$(shell printf '%s' '$(v)' | grep -qxE '[A-Z_][A-Z0-9_]*' && echo y)),$(v)='$(subst ','\'',$(value $(v)))'))
 audit_report := $(shell mktemp)
-audit_status := $(shell { $(GO) build -o $(OPS_BIN) ./infra/ops && env $(command_line_env) $(AUDIT); } >$(audit_report); echo $$?)
+audit_status := $(shell ( $(GO) build -o $(OPS_BIN) ./infra/ops || exit 2; env $(command_line_env) $(AUDIT) ) >$(audit_report); echo $$?)
 MAKEFLAGS += -q
 .PHONY: audit-report
 audit-report:
