@@ -1,7 +1,7 @@
 // Package archiving writes the items DynamoDB's TTL removes from the orders and
-// carts tables to the S3 archive, as gzip JSON Lines, one object per table and
-// day per batch, under a name derived from the batch so that a retry
-// overwrites instead of duplicating.
+// carts tables to the S3 archive, as gzip JSON Lines, one object per run of a
+// batch's records from one table and one day, named after the run's first
+// record, so that a retry overwrites instead of duplicating.
 package archiving
 
 import (
@@ -14,8 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -64,20 +62,26 @@ type Line struct {
 	RemovedAt string         `json:"removedAt"`
 }
 
-type group struct {
+// run is a stretch of a batch's TTL removals, in stream order, from one
+// table and one day: one object.
+type run struct {
 	table, day string
 	records    []int
 	lines      []Line
 }
 
-// Handle archives the TTL removals of a batch.
+// Handle archives the TTL removals of a batch, in stream order. The batch is
+// cut into runs of one table and one day, each written as one object named
+// after its first record. It stops at the first record it cannot archive (a
+// malformed one, or one whose run's object was not written) and reports it
+// and every record after it: Lambda starts the retry there, so the retry
+// brings back no record that an object already holds, and an object written
+// again (the same batch sent again, or its first half after a bisection)
+// keeps its name. An eventId is never in two objects.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	start := time.Now()
-	var failed []int // record positions
-	fail := func(i int) { failed = append(failed, i) }
-	groups := map[string]*group{}
-	var order []string
-	archived := 0
+	stop := len(ev.Records) // the first record not archived
+	var runs []*run
 	for i, rec := range ev.Records {
 		if !ddbstream.IsTTLRemoval(rec) {
 			// The event source lets only TTL removals through; anything else is
@@ -88,68 +92,58 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		logical, ok := h.deps.Tables.Logical(ddbstream.TableName(rec))
 		if !ok {
 			h.deps.Logger.WarnContext(ctx, "removal from an unknown table", "eventId", rec.EventID, "table", ddbstream.TableName(rec))
-			fail(i)
-			continue
+			stop = i
+			break
 		}
 		line, err := toLine(rec, logical)
 		if err != nil {
 			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
-			fail(i)
-			continue
+			stop = i
+			break
 		}
 		day := rec.Change.ApproximateCreationDateTime.UTC().Format("year=2006/month=01/day=02")
-		k := logical + "/" + day
-		g := groups[k]
-		if g == nil {
-			g = &group{table: logical, day: day}
-			groups[k] = g
-			order = append(order, k)
+		if len(runs) == 0 || runs[len(runs)-1].table != logical || runs[len(runs)-1].day != day {
+			runs = append(runs, &run{table: logical, day: day})
 		}
-		g.records = append(g.records, i)
-		g.lines = append(g.lines, line)
+		r := runs[len(runs)-1]
+		r.records = append(r.records, i)
+		r.lines = append(r.lines, line)
 	}
-	for _, k := range order {
-		g := groups[k]
-		key, err := h.put(ctx, g)
+	archived, objects := 0, 0
+	for _, r := range runs {
+		key, err := h.put(ctx, r)
 		if err != nil {
-			h.deps.Logger.ErrorContext(ctx, "archive object", "table", g.table, "count", len(g.lines), "err", err.Error())
-			for _, i := range g.records {
-				fail(i)
-			}
-			continue
+			h.deps.Logger.ErrorContext(ctx, "archive object", "table", r.table, "count", len(r.lines), "err", err.Error())
+			stop = min(stop, r.records[0])
+			break
 		}
-		archived += len(g.lines)
-		h.deps.Logger.InfoContext(ctx, "archived", "table", g.table, "key", key, "count", len(g.lines))
+		archived += len(r.lines)
+		objects++
+		h.deps.Logger.InfoContext(ctx, "archived", "table", r.table, "key", key, "count", len(r.lines))
 	}
-	// Failures in stream order: sequence numbers vary in length, so they do
-	// not sort as strings.
-	sort.Ints(failed)
 	var resp events.DynamoDBEventResponse
-	for _, i := range failed {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[i].Change.SequenceNumber})
+	for _, rec := range ev.Records[stop:] {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
 	}
 	if h.deps.Reporter != nil {
-		h.deps.Reporter.Batch(ctx, ev, len(failed), time.Since(start), "archived", archived, "objects", len(order))
+		h.deps.Reporter.Batch(ctx, ev, len(resp.BatchItemFailures), time.Since(start), "archived", archived, "objects", objects)
 	}
 	return resp, nil
 }
 
-// ObjectKey names a group's object from its records' event ids: the same
-// records give the same key, so a retried batch overwrites its object.
-func ObjectKey(table, day string, eventIDs []string) string {
-	ids := append([]string(nil), eventIDs...)
-	sort.Strings(ids)
-	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+// ObjectKey names a run's object after its first record's event id: the
+// same run, or a shorter one from the same record (a bisected batch's first
+// half), writes the same object again.
+func ObjectKey(table, day, firstEventID string) string {
+	sum := sha256.Sum256([]byte(firstEventID))
 	return table + "/" + day + "/" + hex.EncodeToString(sum[:16]) + ".jsonl.gz"
 }
 
-func (h *Handler) put(ctx context.Context, g *group) (string, error) {
-	ids := make([]string, len(g.lines))
+func (h *Handler) put(ctx context.Context, r *run) (string, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw)
-	for i, l := range g.lines {
-		ids[i] = l.EventID
+	for _, l := range r.lines {
 		if err := enc.Encode(l); err != nil {
 			return "", fmt.Errorf("encode line: %w", err)
 		}
@@ -157,7 +151,7 @@ func (h *Handler) put(ctx context.Context, g *group) (string, error) {
 	if err := zw.Close(); err != nil {
 		return "", fmt.Errorf("gzip: %w", err)
 	}
-	key := ObjectKey(g.table, g.day, ids)
+	key := ObjectKey(r.table, r.day, r.lines[0].EventID)
 	_, err := h.deps.S3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(h.deps.Bucket), Key: aws.String(key), Body: bytes.NewReader(buf.Bytes()),
 		ContentType: aws.String("application/x-ndjson"), ContentEncoding: aws.String("gzip"),

@@ -189,6 +189,8 @@ func BenchmarkArchive(b *testing.B) {
 	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/1000")
 }
 
+// TestMalformedRemovalsAreItemFailuresInStreamOrder: a removal that cannot
+// be archived is a batch item failure, and so is every record after it.
 func TestMalformedRemovalsAreItemFailuresInStreamOrder(t *testing.T) {
 	h, c := setup(t)
 	k, i := order("o-good")
@@ -206,7 +208,11 @@ func TestMalformedRemovalsAreItemFailuresInStreamOrder(t *testing.T) {
 		want []string
 	}{
 		{"each alone", []events.DynamoDBEventRecord{noImage}, []string{"99"}},
-		{"stream order, not string order", []events.DynamoDBEventRecord{noImage, good, noTime, bad}, []string{"99", "100", "101"}},
+		// The first that cannot be archived stops the batch: it and every
+		// record after it are failures, in stream order (Lambda starts
+		// the retry at the first), and none after it is archived.
+		{"stream order, not string order", []events.DynamoDBEventRecord{noImage, good, noTime, bad}, []string{"99", good.Change.SequenceNumber, "100", "101"}},
+		{"archived up to the first", []events.DynamoDBEventRecord{good, noTime, bad}, []string{"100", "101"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,4 +233,97 @@ func TestMalformedRemovalsAreItemFailuresInStreamOrder(t *testing.T) {
 	if lines != 1 {
 		t.Errorf("archived lines: got %d, want 1", lines)
 	}
+}
+
+// failingOnce fails the first PutObject of a key under prefix, as S3 does
+// now and then (503 SlowDown).
+type failingOnce struct {
+	*s3.Client
+	prefix string
+	failed bool
+}
+
+func (f *failingOnce) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	if !f.failed && strings.HasPrefix(aws.ToString(in.Key), f.prefix) {
+		f.failed = true
+		return nil, fmt.Errorf("SlowDown: please reduce your request rate")
+	}
+	return f.Client.PutObject(ctx, in, opts...)
+}
+
+// TestRetriesNeverPutAnEventInTwoObjects: a batch that crosses midnight
+// and back (removals of day D, D+1, D), whose object of D+1 fails once, is
+// retried by Lambda from the record reported first; a batch whose invocation
+// failed after its objects were written is retried whole, then bisected.
+// Every removal ends in exactly one object. The first case archived the
+// third removal twice (in the object of the first run's records, and again
+// under a new name in the retry), the third the first half of the batch.
+func TestRetriesNeverPutAnEventInTwoObjects(t *testing.T) {
+	newBatch := func(days ...int) []events.DynamoDBEventRecord {
+		var recs []events.DynamoDBEventRecord
+		for _, d := range days {
+			k, it := order(fmt.Sprintf("o-%d", n))
+			r := removal("x-orders", true, k, it)
+			r.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: removedAt.AddDate(0, 0, d)}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	// eventsIn counts each event id's lines across every object.
+	eventsIn := func(t *testing.T, c *s3.Client) map[string]int {
+		seen := map[string]int{}
+		for _, ls := range objects(t, c) {
+			for _, l := range ls {
+				seen[l["eventId"].(string)]++
+			}
+		}
+		return seen
+	}
+	check := func(t *testing.T, c *s3.Client, batch []events.DynamoDBEventRecord) {
+		t.Helper()
+		seen := eventsIn(t, c)
+		for _, r := range batch {
+			if seen[r.EventID] != 1 {
+				t.Errorf("%s is in %d lines, want 1", r.EventID, seen[r.EventID])
+			}
+		}
+		if len(seen) != len(batch) {
+			t.Errorf("archived %d events, want %d", len(seen), len(batch))
+		}
+	}
+	// retry is the batch Lambda sends again: from the first failure on.
+	retry := func(batch []events.DynamoDBEventRecord, failures []string) []events.DynamoDBEventRecord {
+		for i, r := range batch {
+			if len(failures) > 0 && r.Change.SequenceNumber == failures[0] {
+				return batch[i:]
+			}
+		}
+		return nil
+	}
+
+	t.Run("a put that fails mid-batch", func(t *testing.T) {
+		st := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1, Buckets: []string{bucket}})
+		c := st.S3()
+		h := archiving.New(archiving.Deps{S3: &failingOnce{Client: c, prefix: "orders/year=2026/month=11/day=23/"}, Bucket: bucket, Tables: tables.Names{Orders: "x-orders"}})
+		batch := newBatch(0, 1, 0)
+		failures := handle(t, h, batch...)
+		if len(failures) == 0 || failures[0] != batch[1].Change.SequenceNumber {
+			t.Fatalf("failures: %v, want the second record first", failures)
+		}
+		if f := handle(t, h, retry(batch, failures)...); len(f) != 0 {
+			t.Fatalf("failures of the retry: %v", f)
+		}
+		check(t, c, batch)
+	})
+
+	t.Run("a batch sent again, then bisected", func(t *testing.T) {
+		h, c := setup(t)
+		batch := newBatch(0, 0, 0, 0)
+		for _, b := range [][]events.DynamoDBEventRecord{batch, batch, batch[:2], batch[2:]} {
+			if f := handle(t, h, b...); len(f) != 0 {
+				t.Fatalf("failures: %v", f)
+			}
+		}
+		check(t, c, batch)
+	})
 }

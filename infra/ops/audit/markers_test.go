@@ -51,3 +51,24 @@ func TestMarkersKeepWhatTheAuditNeeds(t *testing.T) {
 		t.Errorf("got %d compact and %d whole review markers, want 2 and 1", len(m.reviews), len(m.odd))
 	}
 }
+
+// TestUnreadReviewProvesNothing: a review counted in (its version 1 marked)
+// that the table still holds but the audit could not read (a rating stored
+// as text by a hand edit) is not taken for gone: no fact is derived for it,
+// so a repair leaves its counts as they are. A review the table no longer
+// holds is taken out, as before.
+func TestUnreadReviewProvesNothing(t *testing.T) {
+	r := facts.Review{ProductID: "p1", UserID: "u1", CreatedAt: "2026-11-25T03:00:00.000Z", Version: 1, Rating: 4}
+	other := facts.Review{ProductID: "p1", UserID: "u2", CreatedAt: "2026-11-25T04:00:00.000Z", Version: 1, Rating: 2}
+	m := newMarkers()
+	m.add(facts.In(r))
+	m.add(facts.In(other))
+	got := reviewFacts(m, map[string]facts.Review{}, map[string]bool{reviewPrefix("p1", "u1"): true})
+	if _, ok := got[facts.OutKey(r.Instance(), 1)]; ok {
+		t.Errorf("the unread review is taken out: %v", got)
+	}
+	out, ok := got[facts.OutKey(other.Instance(), 1)]
+	if !ok || len(got) != 1 || !cmp.Equal(out.Effects, facts.Out(other).Effects) {
+		t.Errorf("facts: %v; want only the gone review taken out, with its effects", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,8 +207,11 @@ func (a *Auditor) present(ctx context.Context, keys []string) (map[string]bool, 
 // Every earlier version, and every version of an instance no longer in the
 // table, was counted in and taken out: a pair that sums to nothing. When a
 // marker holds one side of such a pair, the other side is proven, with the
-// opposite effects.
-func reviewFacts(m markers, live map[string]facts.Review) map[string]facts.Fact {
+// opposite effects. A review the table holds but the audit could not read
+// (unread, by reviewPrefix) proves nothing: taken for gone, its counted
+// version would be taken out of the counters while it is still shown, and
+// the pair then complete would hide it from every later audit.
+func reviewFacts(m markers, live map[string]facts.Review, unread map[string]bool) map[string]facts.Fact {
 	type sides struct{ in, out string }
 	byInstance := map[string]map[int64]*sides{}
 	note := func(key string) {
@@ -243,6 +247,9 @@ func reviewFacts(m markers, live map[string]facts.Review) map[string]facts.Fact 
 		out[f.Key] = f
 	}
 	for instance, vs := range byInstance {
+		if unreadable(instance, unread) {
+			continue
+		}
 		r, isLive := live[instance]
 		for v, s := range vs {
 			if isLive && v >= r.Version {
@@ -351,7 +358,7 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	rep.Problems = append(rep.Problems, src.problems...)
 
 	proven := src.proven
-	for k, f := range reviewFacts(m, src.live) {
+	for k, f := range reviewFacts(m, src.live, src.unread) {
 		proven[k] = f
 	}
 	var missing []facts.Fact
@@ -569,4 +576,14 @@ func (a *Auditor) stillMissing(_ context.Context, missing []facts.Fact, m marker
 		}
 	}
 	return kept
+}
+
+// unreadable says whether instance is of a review the audit could not read.
+func unreadable(instance string, unread map[string]bool) bool {
+	for prefix := range unread {
+		if strings.HasPrefix(instance, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,10 @@ type source struct {
 	proven map[string]facts.Fact
 	// live are the reviews in the table, by instance.
 	live map[string]facts.Review
+	// unread are the reviews in the table that could not be read (a
+	// Problem), by their instances' prefix (reviewPrefix): the audit
+	// cannot tell what they hold, so it proves no fact of theirs.
+	unread map[string]bool
 	// seen are the orders read, by id.
 	seen map[string]bool
 	// onTheirWay are the facts of the counters' batches in the failure
@@ -67,7 +71,7 @@ func (s *source) addOrder(o order) bool {
 // marker (in that reading): an archive object the digest knows whose facts
 // are all marked is not downloaded.
 func (a *Auditor) source(ctx context.Context, marked func(key string) bool) (*source, error) {
-	s := &source{proven: map[string]facts.Fact{}, seen: map[string]bool{}, live: map[string]facts.Review{}, onTheirWay: map[string]bool{}}
+	s := &source{proven: map[string]facts.Fact{}, seen: map[string]bool{}, live: map[string]facts.Review{}, unread: map[string]bool{}, onTheirWay: map[string]bool{}}
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -108,7 +112,9 @@ func (a *Auditor) source(ctx context.Context, marked func(key string) bool) (*so
 					err = r.Check()
 				}
 				if err != nil {
-					s.problems = append(s.problems, Problem{Where: fmt.Sprintf("table %s item %s/%s", a.cfg.Tables.Reviews, r.ProductID, r.UserID), Err: err.Error()})
+					p, u := stringAttr(item, "productId"), stringAttr(item, "userId")
+					s.problems = append(s.problems, Problem{Where: fmt.Sprintf("table %s item %s/%s", a.cfg.Tables.Reviews, p, u), Err: err.Error()})
+					s.unread[reviewPrefix(p, u)] = true
 					continue
 				}
 				s.reviews++
@@ -428,4 +434,18 @@ func parseLine(b []byte) (archivedOrder, error) {
 		return archivedOrder{}, err
 	}
 	return archivedOrder{eventID: l.EventID, order: o}, nil
+}
+
+// stringAttr is item's string attribute name, "" when it is not one.
+func stringAttr(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// reviewPrefix begins the instances (facts.Review.Instance) of the reviews
+// of product p by user u.
+func reviewPrefix(p, u string) string {
+	return facts.Review{ProductID: p, UserID: u}.Instance()
 }
