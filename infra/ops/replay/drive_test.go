@@ -119,3 +119,46 @@ func TestUnitsCoalesceOnlyFunctionsThatTakeAnyGrouping(t *testing.T) {
 		t.Errorf("units (-want +got):\n%s", diff)
 	}
 }
+
+// TestPackKeepsASequenceNumberToOneRecord: objects of one unit are packed
+// into invocations of at most the payload limit; an object of another shard
+// with a sequence number the invocation holds already starts the next one,
+// since a function names the records it failed by sequence number alone.
+// Packed together, a failure of one shard's record named the other's too.
+func TestPackKeepsASequenceNumberToOneRecord(t *testing.T) {
+	obj := func(shard string, payload int, seqs ...string) *loaded {
+		l := &loaded{payload: payload}
+		for _, s := range seqs {
+			var rec events.DynamoDBEventRecord
+			rec.EventID, rec.Change.SequenceNumber = shard+"/"+s, s
+			l.o.Payload.Records = append(l.o.Payload.Records, rec)
+		}
+		return l
+	}
+	show := func(batches [][]events.DynamoDBEventRecord) string {
+		var out []string
+		for _, b := range batches {
+			var ids []string
+			for _, rec := range b {
+				ids = append(ids, rec.EventID)
+			}
+			out = append(out, strings.Join(ids, ","))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		name string
+		objs []*loaded
+		want string
+	}{
+		{"distinct numbers share an invocation", []*loaded{obj("a", 10, "1", "2"), obj("b", 10, "3")}, "a/1,a/2,b/3"},
+		{"a number held already starts the next", []*loaded{obj("a", 10, "1", "2"), obj("b", 10, "2", "5"), obj("c", 10, "7")}, "a/1,a/2 b/2,b/5,c/7"},
+		{"the payload limit", []*loaded{obj("a", 60, "1"), obj("b", 60, "2"), obj("c", 200, "3")}, "a/1 b/2 c/3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := show(pack(c.objs, 100)); got != c.want {
+				t.Errorf("invocations: got %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -351,8 +351,8 @@ func (r *run) canReadProducts(ctx context.Context) error {
 // records of several failure objects may be handed to it together: the
 // counters apply each business fact once, keyed by the fact
 // (docs/counters.md), and the indexer writes each product at its version.
-// The archiver names an object by its batch's event ids: its batches stay
-// as Lambda made them.
+// The archiver names an object after the first record of a run of its
+// batch: its batches stay as Lambda made them.
 func coalesces(fn string) bool { return fn == wiring.Counters || fn == wiring.StreamIndexer }
 
 // units cuts the keys (in key order) into units of work: runs of up to
@@ -541,18 +541,10 @@ func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
 		r.counters.Lock()
 		defer r.counters.Unlock()
 	}
-	// Pack the objects' records into invocations.
 	failed := map[string]bool{}
 	var d driven
-	var batch []events.DynamoDBEventRecord
-	size := 0
-	var callErr error
-	drive := func() {
-		if len(batch) == 0 || callErr != nil {
-			return
-		}
+	for _, batch := range pack(objs, r.cfg.MaxPayload) {
 		got := r.drive(ctx, m, batch)
-		callErr = got.callErr
 		d.invocations += got.invocations
 		if len(got.failed) > 0 {
 			d.functionError, d.reason = got.functionError, got.reason
@@ -560,21 +552,12 @@ func (r *run) unit(ctx context.Context, keys []string) ([]outcome, error) {
 		for _, rec := range got.failed {
 			failed[recordID(rec)] = true
 		}
-		batch, size = nil, 0
-	}
-	for _, l := range objs {
-		if size > 0 && size+l.payload > r.cfg.MaxPayload {
-			drive()
+		if got.callErr != nil {
+			return outs, got.callErr
 		}
-		batch = append(batch, l.o.Payload.Records...)
-		size += l.payload
 	}
-	drive()
 	if ctx.Err() != nil {
 		return outs, ctx.Err()
-	}
-	if callErr != nil {
-		return outs, callErr
 	}
 	for _, l := range objs {
 		od := driven{invocations: d.invocations, functionError: d.functionError, reason: d.reason}
@@ -896,6 +879,45 @@ func (r *run) drive(ctx context.Context, m wiring.Mapping, recs []events.DynamoD
 		return pos[d.failed[i].Change.SequenceNumber] < pos[d.failed[j].Change.SequenceNumber]
 	})
 	return d
+}
+
+// pack packs the objects' records, in order, into invocations of at
+// most max bytes of objects (an object bigger than max alone). A function
+// names the records it failed by sequence number, which DynamoDB Streams
+// keeps unique within a shard only: an object with a record whose sequence
+// number the invocation holds already (another shard's) starts the next
+// one, so that a failure names one record.
+func pack(objs []*loaded, max int) [][]events.DynamoDBEventRecord {
+	var out [][]events.DynamoDBEventRecord
+	var batch []events.DynamoDBEventRecord
+	size := 0
+	seqs := map[string]bool{}
+	for _, l := range objs {
+		if size > 0 && (size+l.payload > max || sharesSequence(l.o.Payload.Records, seqs)) {
+			out = append(out, batch)
+			batch, size = nil, 0
+			clear(seqs)
+		}
+		batch = append(batch, l.o.Payload.Records...)
+		for _, rec := range l.o.Payload.Records {
+			seqs[rec.Change.SequenceNumber] = true
+		}
+		size += l.payload
+	}
+	if len(batch) > 0 {
+		out = append(out, batch)
+	}
+	return out
+}
+
+// sharesSequence says whether a record of recs has a sequence number in seqs.
+func sharesSequence(recs []events.DynamoDBEventRecord, seqs map[string]bool) bool {
+	for _, rec := range recs {
+		if seqs[rec.Change.SequenceNumber] {
+			return true
+		}
+	}
+	return false
 }
 
 // firstFailed returns the index of the lowest failed record and the
