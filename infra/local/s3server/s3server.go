@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -70,12 +69,17 @@ func New(dir string, buckets ...string) (*Server, error) {
 
 // ServeHTTP answers S3 REST requests.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Range") != "" {
-		w = &partial{ResponseWriter: w}
-	}
-	if _, key := splitPath(r.URL.Path); key == "" && r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" {
+	bucket, key := splitPath(r.URL.Path)
+	if key == "" && r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" {
 		listV2(s.handler, w, r)
 		return
+	}
+	if key != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if cond := s.failedPrecondition(bucket, key, r); cond != "" {
+			preconditionFailed(w, r, cond)
+			return
+		}
+		w = &conform{ResponseWriter: w}
 	}
 	s.handler.ServeHTTP(w, r)
 }
@@ -98,32 +102,6 @@ func listV2(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(body)
-}
-
-// partial answers a ranged read as S3 does: a part of an object (206)
-// carries no checksum of the whole object, which the store would send as
-// it keeps it, and which a client validating checksums (the SDKs do by
-// default) would find wrong for the part and refuse.
-type partial struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (p *partial) WriteHeader(code int) {
-	if !p.wrote && code == http.StatusPartialContent {
-		for k := range p.Header() {
-			if strings.HasPrefix(k, "X-Amz-Checksum-") {
-				p.Header().Del(k)
-			}
-		}
-	}
-	p.wrote = true
-	p.ResponseWriter.WriteHeader(code)
-}
-
-func (p *partial) Write(b []byte) (int, error) {
-	p.wrote = true
-	return p.ResponseWriter.Write(b)
 }
 
 // Close releases the store.

@@ -43,6 +43,7 @@ import (
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // DB is the part of the DynamoDB client the audit uses.
@@ -183,6 +184,17 @@ type Report struct {
 	// Unsettled items kept moving until MaxWait: not judged.
 	Unsettled []Item
 	Problems  []Problem
+	// Rewritten are the counters that held no integer, which the repair
+	// set to the sum of their markers (the item was then judged as any).
+	Rewritten []Rewrite
+}
+
+// Rewrite is a counter that held no integer, set by the repair.
+type Rewrite struct {
+	Item    Item
+	Counter string
+	Stored  string // as DynamoDB holds it
+	Set     int64
 }
 
 // Remaining returns the drift that was not repaired.
@@ -197,10 +209,11 @@ func (r Report) Remaining() []Drift {
 }
 
 // ExitCode is 0 when every counter agrees with a complete source (or was
-// repaired), 1 otherwise: drift remains, items could not be judged, or the
-// source had input it could not read.
+// repaired), 1 otherwise: drift remains, items could not be judged, the
+// source had input it could not read, or facts wait in the failure bucket
+// (the counters agree only once make replay has applied them).
 func (r Report) ExitCode() int {
-	if len(r.Remaining()) == 0 && len(r.Unsettled) == 0 && len(r.Problems) == 0 {
+	if len(r.Remaining()) == 0 && len(r.Unsettled) == 0 && len(r.Problems) == 0 && r.OnTheirWay == 0 {
 		return 0
 	}
 	return 1
@@ -229,11 +242,14 @@ func (r Report) Write(w io.Writer) error {
 			return err
 		}
 	}
+	for _, rw := range r.Rewritten {
+		fmt.Fprintf(w, "rewritten: %s %s held %s, not an integer: set to %d, the sum of its markers, then judged\n", rw.Item, rw.Counter, rw.Stored, rw.Set)
+	}
 	for _, it := range r.Unsettled {
 		fmt.Fprintf(w, "unsettled (kept moving, not judged): %s\n", it)
 	}
 	if r.OnTheirWay > 0 {
-		fmt.Fprintf(w, "audit: %d facts wait in the failure bucket (on their way, not drift): run make replay\n", r.OnTheirWay)
+		fmt.Fprintf(w, "audit: %d facts wait in the failure bucket (on their way: their counters agree once make replay applies them): run make replay\n", r.OnTheirWay)
 	}
 	repaired := len(r.Drift) - len(r.Remaining())
 	fmt.Fprintf(w, "audit: archive: %d objects, %d downloaded (the others known by the digest, their facts all marked)\n", r.ArchiveObjects, r.ArchiveRead)
@@ -265,6 +281,10 @@ func (a *Auditor) Recount(ctx context.Context, items []Item) (Report, error) {
 type reading struct {
 	counts  map[string]int64
 	version int64
+	// bad are the counters (and "version") whose stored values are not
+	// integers (a hand edit, a faulty backfill): the item cannot be judged
+	// on this reading.
+	bad map[string]types.AttributeValue
 }
 
 func keys[V any](m map[Item]V) map[Item]bool {

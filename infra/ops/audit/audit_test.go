@@ -83,6 +83,7 @@ func TestAudit(t *testing.T) {
 		{"HalfATransactionInTheMarkersIsNotDrift", halfATransactionInTheMarkersIsNotDrift},
 		{"AMarkerNotVisibleYetIsNotDrift", aMarkerNotVisibleYetIsNotDrift},
 		{"ReportsDriftThenRepairsIt", reportsDriftThenRepairsIt},
+		{"UnreadableCountersAreReportedThenRewritten", unreadableCountersAreReportedThenRewritten},
 		{"StoppedRepairIsNotDrift", stoppedRepairIsNotDrift},
 		{"SlowFirstRoundStillRepairs", slowFirstRoundStillRepairs},
 		{"SlowFirstRoundWithAMovedDriftStillRepairs", slowFirstRoundWithAMovedDriftStillRepairs},
@@ -95,6 +96,41 @@ func TestAudit(t *testing.T) {
 		}) {
 			return
 		}
+	}
+}
+
+// unreadableCountersAreReportedThenRewritten: a counter stored as text,
+// and one stored as a number that is no integer (hand edits), stopped the
+// whole audit with exit 2 ("not an integer"), so nothing was judged and
+// nothing could be repaired. The item is now a problem (exit 1), the rest is
+// judged, and a repair sets its counters to the sum of their markers and
+// judges it as any other: the counters end exact.
+func unreadableCountersAreReportedThenRewritten(t *testing.T, f *fixture, us, ps []string) {
+	u := user(us[1])
+	if _, err := f.sys.DynamoDB().UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(f.tables().Users), Key: map[string]types.AttributeValue{"userId": &types.AttributeValueMemberS{Value: us[1]}},
+		UpdateExpression: aws.String("SET orderCount = :s, lifetimeSpendCents = :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "lots"}, ":n": &types.AttributeValueMemberN{Value: "2.5"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.tamper(user(us[2]), "orderCount", 1) // drift elsewhere is still found
+
+	rep := run(t, f.auditor(audit.Config{}))
+	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Err, `orderCount holds "lots"`) || !strings.Contains(rep.Problems[0].Err, "lifetimeSpendCents holds 2.5") {
+		t.Errorf("problems: %+v; want one naming both counters of %s", rep.Problems, u)
+	}
+	if len(rep.Drift) != 1 || rep.Drift[0].Item != user(us[2]) || rep.ExitCode() != 1 {
+		t.Errorf("drift %+v, exit %d; want the other user's drift and 1", rep.Drift, rep.ExitCode())
+	}
+
+	rep = run(t, f.auditor(audit.Config{Repair: true}))
+	if len(rep.Rewritten) != 2 || rep.Rewritten[0].Item != u || rep.ExitCode() != 0 || len(rep.Problems) != 0 {
+		t.Errorf("repair: rewritten %+v, problems %+v, exit %d; want both counters rewritten and 0", rep.Rewritten, rep.Problems, rep.ExitCode())
+	}
+	f.checkExact()
+	if rep := run(t, f.auditor(audit.Config{})); len(rep.Drift) != 0 || rep.ExitCode() != 0 {
+		t.Errorf("after the repair: drift %+v, exit %d; want none and 0", rep.Drift, rep.ExitCode())
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,12 +137,17 @@ func decodeReading(k Kind, item map[string]types.AttributeValue) (Item, reading,
 			continue
 		}
 		n, ok := av.(*types.AttributeValueMemberN)
-		if !ok {
-			return it, r, fmt.Errorf("%s: %s: %w", it, name, errNotNumber)
+		var v int64
+		var err error
+		if ok {
+			v, err = parseInt(n.Value)
 		}
-		v, err := parseInt(n.Value)
-		if err != nil {
-			return it, r, fmt.Errorf("%s: %s: %w", it, name, err)
+		if !ok || err != nil {
+			if r.bad == nil {
+				r.bad = map[string]types.AttributeValue{}
+			}
+			r.bad[name] = av
+			continue
 		}
 		if name == "version" {
 			r.version = v
@@ -191,4 +198,82 @@ func (a *Auditor) correct(ctx context.Context, it Item, version int64, residual 
 		return false, fmt.Errorf("correct %s: %w", it, err)
 	}
 	return true, nil
+}
+
+// stored is how DynamoDB holds av, for a report: a number or a string as
+// written, any other type by its name.
+func stored(av types.AttributeValue) string {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberS:
+		return strconv.Quote(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return strconv.FormatBool(v.Value)
+	}
+	return fmt.Sprintf("a value of type %T", av)
+}
+
+// rewrite sets the counters of it that hold no integer (r.bad) to the sum
+// of their markers, the value the processor's writes account for,
+// conditional on the version of reading r (a version that is no integer
+// either is left to an operator: versions only go up, and the indexer
+// orders a product's documents by it). It reports false when the item
+// moved since, or its version cannot be trusted.
+func (a *Auditor) rewrite(ctx context.Context, it Item, r reading, m markers) ([]Rewrite, error) {
+	if _, ok := r.bad["version"]; ok {
+		return nil, nil
+	}
+	upd := expression.Add(expression.Name("version"), expression.Value(1))
+	var out []Rewrite
+	for _, c := range Counters[it.Kind] {
+		if av, ok := r.bad[c]; ok {
+			n := m.sums[it][c]
+			upd = upd.Set(expression.Name(c), expression.Value(n))
+			out = append(out, Rewrite{Item: it, Counter: c, Stored: stored(av), Set: n})
+		}
+	}
+	cond := expression.AttributeExists(expression.Name(keyName[it.Kind]))
+	if r.version == 0 {
+		cond = cond.And(expression.AttributeNotExists(expression.Name("version")))
+	} else {
+		cond = cond.And(expression.Name("version").Equal(expression.Value(r.version)))
+	}
+	e, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", it, err)
+	}
+	_, err = a.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(a.table(it.Kind)),
+		Key:                       map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}},
+		UpdateExpression:          e.Update(),
+		ConditionExpression:       e.Condition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	var conflict *types.TransactionConflictException
+	switch {
+	case errors.As(err, &ccf), errors.As(err, &conflict):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("rewrite %s: %w", it, err)
+	}
+	return out, nil
+}
+
+// badProblem is the report's line for an item that holds counters that
+// are not integers.
+func badProblem(a *Auditor, it Item, r reading) Problem {
+	var parts []string
+	for _, name := range append([]string{"version"}, Counters[it.Kind]...) {
+		if av, ok := r.bad[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s holds %s", name, stored(av)))
+		}
+	}
+	how := "make audit REPAIR=1 sets its counters to the sum of their markers"
+	if _, ok := r.bad["version"]; ok {
+		how = "its version is no integer: set it by hand above every version it had (the search index orders a product's documents by it), then run make audit REPAIR=1"
+	}
+	return Problem{Where: fmt.Sprintf("table %s item %s", a.table(it.Kind), it), Err: strings.Join(parts, ", ") + ", not an integer: not judged; " + how}
 }

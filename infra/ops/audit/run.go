@@ -283,7 +283,12 @@ func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m mark
 	marked := m.sums
 	out := map[Item]judgement{}
 	all := map[Item]bool{}
+	moved := map[Item]bool{}
 	for it, r := range before {
+		if len(r.bad) > 0 {
+			moved[it] = true // written with no integer since: read again
+			continue
+		}
 		res := map[string]int64{}
 		for _, c := range Counters[it.Kind] {
 			if d := r.counts[c] - marked[it][c]; d != 0 {
@@ -293,7 +298,6 @@ func (a *Auditor) residuals(ctx context.Context, before map[Item]reading, m mark
 		out[it] = judgement{stored: r, residual: res}
 		all[it] = true
 	}
-	moved := map[Item]bool{}
 	if len(all) == 0 {
 		return out, moved, nil
 	}
@@ -346,6 +350,29 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 		return rep, err
 	}
 	rep.Problems = append(rep.Problems, problems...)
+	// An item holding counters that are no integers cannot be judged: a
+	// problem, or with Repair, its counters set from their markers and the
+	// item judged again below, as one that moved.
+	rewritten := map[Item]bool{}
+	for _, it := range sortedItems(before) {
+		r := before[it]
+		if len(r.bad) == 0 {
+			continue
+		}
+		delete(before, it)
+		if a.cfg.Repair {
+			rw, err := a.rewrite(ctx, it, r, m)
+			if err != nil {
+				return rep, err
+			}
+			if len(rw) > 0 {
+				rep.Rewritten = append(rep.Rewritten, rw...)
+				rewritten[it] = true
+				continue
+			}
+		}
+		rep.Problems = append(rep.Problems, badProblem(a, it, r))
+	}
 	if a.cfg.BeforeSource != nil {
 		a.cfg.BeforeSource(1)
 	}
@@ -370,6 +397,9 @@ func (a *Auditor) run(ctx context.Context, only map[Item]bool) (Report, error) {
 	judged, moved, err := a.residuals(ctx, before, m)
 	if err != nil {
 		return rep, err
+	}
+	for it := range rewritten {
+		moved[it] = true
 	}
 	// A residual counts only once a second reading of the markers finds it
 	// again: AWS makes a transaction's writes visible item by item
