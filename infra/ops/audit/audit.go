@@ -40,10 +40,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/tables"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // DB is the part of the DynamoDB client the audit uses.

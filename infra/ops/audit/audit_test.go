@@ -109,7 +109,7 @@ func unreadableCountersAreReportedThenRewritten(t *testing.T, f *fixture, us, ps
 	u := user(us[1])
 	if _, err := f.sys.DynamoDB().UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
 		TableName: aws.String(f.tables().Users), Key: map[string]types.AttributeValue{"userId": &types.AttributeValueMemberS{Value: us[1]}},
-		UpdateExpression: aws.String("SET orderCount = :s, lifetimeSpendCents = :n"),
+		UpdateExpression:          aws.String("SET orderCount = :s, lifetimeSpendCents = :n"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "lots"}, ":n": &types.AttributeValueMemberN{Value: "2.5"}},
 	}); err != nil {
 		t.Fatal(err)
