@@ -56,8 +56,11 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 	for _, f := range rep.Failed {
 		fmt.Fprintf(e.stdout, "failed: %s\n", f)
 	}
-	fmt.Fprintf(e.stdout, "reindex: %d documents written, %d already newer in the index, %d of deleted products removed, %d failed (%s)\n",
-		rep.Indexed, rep.Newer, rep.Deleted, len(rep.Failed), time.Since(start).Round(time.Millisecond))
+	for _, r := range rep.Raised {
+		fmt.Fprintf(e.stdout, "raised: %s (the index held a version the table never wrote)\n", r)
+	}
+	fmt.Fprintf(e.stdout, "reindex: %d documents written, %d already newer in the index, %d of deleted products removed, %d products' versions raised above their documents', %d failed (%s)\n",
+		rep.Indexed, rep.Newer, rep.Deleted, len(rep.Raised), len(rep.Failed), time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		return err
 	}

@@ -113,3 +113,30 @@ func TestCartTakesAProductJustCreated(t *testing.T) {
 		t.Errorf("cart right after: got %s, want the line", got.Body)
 	}
 }
+
+// TestCartOfAUserNotRegistered: a cart is created only for a registered
+// user, as an order is placed only for one (404 `not-found`); a cart was
+// created for any signed-in user (and, by an admin, for any id), which no
+// order could then be placed from, and which expired into the archive. A
+// removal from no cart writes nothing; after registering, the same request
+// creates the cart.
+func TestCartOfAUserNotRegistered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.mustProduct("Mug", "kitchen", 800, 10)
+	dot := userCaller("dot")
+	want(t, e.do("PUT", "/users/dot/cart/"+p, dot, map[string]any{"quantity": 2}), 404, "not-found")
+	want(t, e.do("PUT", "/users/nobody/cart/"+p, adminCaller("root"), map[string]any{"quantity": 1}), 404, "not-found")
+	r := e.do("PUT", "/users/dot/cart/"+p, dot, map[string]any{"quantity": 0})
+	want(t, r, 200)
+	if lines, _ := r.json["lines"].([]any); len(lines) != 0 || r.num("version") != 0 {
+		t.Errorf("removal from no cart: %s, want an empty cart never written (version 0)", r.Body)
+	}
+	e.mustUser("dot")
+	want(t, e.do("PUT", "/users/dot/cart/"+p, dot, map[string]any{"quantity": 2}), 200)
+	r = e.do("GET", "/users/dot/cart", dot, nil)
+	want(t, r, 200)
+	if lines, _ := r.json["lines"].([]any); len(lines) != 1 {
+		t.Errorf("cart after registering: %s, want one line", r.Body)
+	}
+}

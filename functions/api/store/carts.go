@@ -40,7 +40,10 @@ func (s *Store) getCart(ctx context.Context, userID string, consistent bool) (ca
 }
 
 // SetCartLine puts quantity of productID in userID's cart (0 removes it) and
-// renews the cart's expiry. Codes: NotFound (product), Conflict (cart full).
+// renews the cart's expiry. A cart is created only for a registered user,
+// as an order is placed only for one; a removal from no cart writes
+// nothing. Codes: NotFound (product, user not registered), Conflict (cart
+// full).
 func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quantity int) (carts.View, error) {
 	if quantity > 0 {
 		_, err := s.getProduct(ctx, productID, false)
@@ -57,6 +60,14 @@ func (s *Store) SetCartLine(ctx context.Context, userID, productID string, quant
 		c, err := s.getCart(ctx, userID, true)
 		if err != nil {
 			return carts.View{}, fmt.Errorf("set cart line: %w", err)
+		}
+		if c.Version == 0 {
+			if quantity == 0 {
+				return s.view(ctx, c) // nothing to take out of no cart
+			}
+			if err := s.registered(ctx, userID); err != nil {
+				return carts.View{}, fmt.Errorf("set cart line: %w", err)
+			}
 		}
 		now := s.now()
 		if err := c.Set(productID, quantity, clock.Format(now)); err != nil {
@@ -146,4 +157,21 @@ func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
 		v.TotalCents += vl.LineTotalCents
 	}
 	return v, nil
+}
+
+// registered checks that userID is a registered user (a strongly
+// consistent read of the user's key: one written just before is found).
+// Codes: NotFound.
+func (s *Store) registered(ctx context.Context, userID string) error {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.t.Users), Key: userKey(userID), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("userId"),
+	})
+	if err != nil {
+		return fmt.Errorf("read user %s: %w", userID, classify(err))
+	}
+	if out.Item == nil {
+		return errcode.Errorf(errcode.NotFound, "user %s is not registered", userID)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/products"
+	"github.com/shopstream/shopstream/shared/users"
 )
 
 // TestExpiredButNotYetRemoved: DynamoDB removes an expired item within days,
@@ -38,6 +39,9 @@ func TestExpiredButNotYetRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if _, err := st.CreateUser(ctx, "u1", users.New{Email: "u1@example.com", Name: "U1"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.SetCartLine(ctx, "u1", p.ProductID, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/tables"
+	"github.com/shopstream/shopstream/shared/users"
 )
 
 // The store's batch reads meet what AWS answers a batch with a throttled
@@ -43,6 +44,9 @@ func TestBatchReadsAskAgainForUnprocessedKeys(t *testing.T) {
 		ids = append(ids, p.ProductID)
 	}
 	hot := ids[0]
+	if _, err := s.CreateUser(ctx, "u1", users.New{Email: "u1@example.com", Name: "U1"}); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("products of a cart", func(t *testing.T) {
 		for _, id := range ids {

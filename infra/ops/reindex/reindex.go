@@ -10,10 +10,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +45,8 @@ const DeletedVersion int64 = 1 << 62
 type DB interface {
 	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 // Search sends a request to the search service (opensearch.Client does,
@@ -69,6 +73,11 @@ type Report struct {
 	// Indexed documents were written; Newer ones were refused because the
 	// index already held a newer version (the live indexer's).
 	Indexed, Newer int
+	// Raised products held a version below their document's, which no
+	// write of the table made (the table restored to an earlier point, a
+	// document written outside the indexer): their version was raised
+	// above the document's, and the document written again.
+	Raised []string
 	// Deleted documents belonged to products that no longer exist.
 	Deleted int
 	// Failed lists the documents the service refused for another reason.
@@ -284,6 +293,7 @@ func (r *run) bulk(ctx context.Context, ids []string, actions [][]byte) (map[str
 // index writes one page of products, each with its own version.
 func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue) error {
 	var ids []string
+	var sent []int64
 	var actions [][]byte
 	for _, item := range items {
 		var p products.Product
@@ -299,6 +309,7 @@ func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue
 			return fmt.Errorf("product %s: %w", p.ProductID, err)
 		}
 		ids = append(ids, p.ProductID)
+		sent = append(sent, p.Version)
 		actions = append(actions, append(append(append(meta, '\n'), doc...), '\n'))
 	}
 	r.mu.Lock()
@@ -313,8 +324,103 @@ func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue
 	if err != nil {
 		return err
 	}
+	// A document above its product's version: the table is behind the
+	// index (a document the table never had). Raised, it is written again.
+	for i, id := range ids {
+		res := results[id]
+		if res.Status != http.StatusConflict || res.Error == nil {
+			continue
+		}
+		held, ok := heldVersion(res.Error.Reason)
+		if !ok || held <= sent[i] {
+			continue
+		}
+		again, err := r.raise(ctx, id, held)
+		if err != nil {
+			return err
+		}
+		if again != nil {
+			results[id] = *again
+		}
+	}
 	r.count(results, "index")
 	return nil
+}
+
+// heldVersion reads the version a document holds from a version conflict's
+// reason, as OpenSearch writes it ("[id]: version conflict, current version
+// [7] is higher or equal to the one provided [5]").
+func heldVersion(reason string) (int64, bool) {
+	_, rest, ok := strings.Cut(reason, "current version [")
+	if !ok {
+		return 0, false
+	}
+	n, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n, 10, 64)
+	return v, err == nil
+}
+
+// raise lifts product id's version above held, the version its document
+// holds, when a consistent read finds the table below it, and writes the
+// document at the new version: the live indexer would never reach it. The
+// update is conditional on the version read (a write meanwhile is read
+// again), and a version only goes up, as every writer's does. nil when
+// the table is at or above held by now (the live indexer's write of it
+// will land) or the product is gone (removeStale deletes its document).
+func (r *run) raise(ctx context.Context, id string, held int64) (*bulkItem, error) {
+	key := map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: id}}
+	for range maxAttempts {
+		out, err := r.cfg.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.cfg.Products), Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return nil, fmt.Errorf("read product %s: %w", id, err)
+		}
+		var p products.Product
+		if out.Item == nil {
+			return nil, nil
+		}
+		if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil || p.Version < 1 {
+			return nil, nil // counted as failed by the scan
+		}
+		if p.Version >= held {
+			return nil, nil
+		}
+		e, err := expression.NewBuilder().
+			WithUpdate(expression.Add(expression.Name("version"), expression.Value(held+1-p.Version))).
+			WithCondition(expression.Name("version").Equal(expression.Value(p.Version))).Build()
+		if err != nil {
+			return nil, err
+		}
+		_, err = r.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.cfg.Products), Key: key,
+			UpdateExpression: e.Update(), ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()})
+		var ccf *types.ConditionalCheckFailedException
+		var conflict *types.TransactionConflictException
+		switch {
+		case errors.As(err, &ccf), errors.As(err, &conflict):
+			continue // written meanwhile: read again
+		case err != nil:
+			return nil, fmt.Errorf("raise the version of product %s: %w", id, err)
+		}
+		was := p.Version
+		p.Version = held + 1
+		meta, _ := json.Marshal(map[string]any{"index": map[string]any{"_id": id, "version": p.Version, "version_type": "external_gte"}})
+		doc, err := json.Marshal(productsearch.DocumentOf(p))
+		if err != nil {
+			return nil, fmt.Errorf("product %s: %w", id, err)
+		}
+		results, err := r.bulk(ctx, []string{id}, [][]byte{append(append(append(meta, '\n'), doc...), '\n')})
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.rep.Raised = append(r.rep.Raised, fmt.Sprintf("%s: version %d raised to %d, above the index's %d", id, was, p.Version, held))
+		r.mu.Unlock()
+		res := results[id]
+		return &res, nil
+	}
+	return nil, fmt.Errorf("raise the version of product %s: written %d times while raised", id, maxAttempts)
 }
 
 func (r *run) count(results map[string]bulkItem, op string) {

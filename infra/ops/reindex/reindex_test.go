@@ -417,3 +417,39 @@ func TestReindexRefusesAnIndexWithAnotherMapping(t *testing.T) {
 		t.Errorf("got %v, want an error naming the productId mapping", err)
 	}
 }
+
+// TestReindexRaisesATableBehindItsIndex: a document above its product's
+// version (the table restored to an earlier point, a document written
+// outside the indexer) was refused to every reindex as "already newer", and
+// to the live indexer until the product's version passed it: a search kept
+// finding a name the table did not have. The reindex now raises the
+// product's version above the document's, conditionally, and writes the
+// document at it; a document the live indexer wrote ahead of the scan is
+// left alone.
+func TestReindexRaisesATableBehindItsIndex(t *testing.T) {
+	f := newFixture(t)
+	ids := f.catalog(3)
+	f.idle()
+	hijacked := ids[1]
+	bulk := fmt.Sprintf("{\"index\":{\"_id\":%q,\"version\":1000,\"version_type\":\"external_gte\"}}\n{\"productId\":%q,\"name\":\"hijacked lamp\",\"category\":\"home\",\"priceCents\":1,\"version\":1000}\n", hijacked, hijacked)
+	if status, raw := f.do("POST", "/products/_bulk", bulk); status != 200 || bytes.Contains(raw, []byte(`"errors":true`)) {
+		t.Fatalf("index a document above the table: %d %s", status, raw)
+	}
+	rep := f.reindex()
+	if len(rep.Raised) != 1 || !strings.HasPrefix(rep.Raised[0], hijacked+":") {
+		t.Fatalf("got %+v, want %s raised", rep, hijacked)
+	}
+	p, err := f.st.GetProduct(context.Background(), hijacked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := f.doc(hijacked); d == nil || d.Name != p.Name || d.Version != 1001 {
+		t.Errorf("document after the reindex: %+v, want %q at version 1001", d, p.Name)
+	}
+	f.idle() // the raise's own stream record reaches the live indexer, at the same version
+	f.checkIndexMatchesTable(nil)
+	// A second reindex finds nothing to raise.
+	if rep := f.reindex(); len(rep.Raised) != 0 {
+		t.Errorf("second reindex raised %v, want none", rep.Raised)
+	}
+}
