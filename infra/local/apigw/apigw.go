@@ -224,7 +224,7 @@ func (g *gateway) unauthorized(w http.ResponseWriter, r *http.Request, rt routes
 }
 
 // errNoToken is the reason of a request without a bearer token.
-var errNoToken = errors.New("no bearer token in the Authorization header")
+var errNoToken = errors.New("no token in the Authorization header")
 
 func requestID() string {
 	b := make([]byte, 8)
@@ -285,12 +285,15 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, rt routes.Route,
 // claims returns the verified token's claims; errNoToken when the request
 // carries none, else why the token is refused.
 func (g *gateway) claims(r *http.Request) (map[string]string, error) {
+	// The identity source holds the token alone or after "Bearer ", as
+	// API Gateway's JWT authorizer reads it ("Control access to HTTP APIs
+	// with JWT authorizers", API Gateway developer guide).
 	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(tok) == "" {
+	tok, _ := strings.CutPrefix(h, "Bearer ")
+	if tok = strings.TrimSpace(tok); tok == "" || tok == "Bearer" {
 		return nil, errNoToken
 	}
-	return verify(g.cfg.Secret, strings.TrimSpace(tok), g.cfg.Now())
+	return verify(g.cfg.Secret, tok, g.cfg.Now())
 }
 
 func (g *gateway) event(r *http.Request, rt routes.Route, params map[string]string, body []byte, claims map[string]string) events.APIGatewayV2HTTPRequest {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,14 +111,22 @@ func TestUnauthorizedSaysWhy(t *testing.T) {
 	otherAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"` + Issuer + `","aud":"another-app"}`)
 	otherIss := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"https://elsewhere.example","aud":"` + Audience + `"}`)
 	noAud := signedClaims(`{"sub":"u1","exp":9999999999,"iss":"` + Issuer + `"}`)
+	// API Gateway's authorizer refuses a token whose iat or nbf is after now.
+	later := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	future := signedClaims(`{"sub":"u1","exp":9999999999,"iat":` + later + `,"iss":"` + Issuer + `","aud":"` + Audience + `"}`)
+	notYet := signedClaims(`{"sub":"u1","exp":9999999999,"nbf":` + later + `,"iss":"` + Issuer + `","aud":"` + Audience + `"}`)
 	for _, tt := range []struct {
 		name, auth, challenge, reason string
 	}{
 		{"another audience", "Bearer " + otherAud, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid audience"`, "the token does not have a valid audience"},
 		{"no audience", "Bearer " + noAud, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid audience"`, "the token does not have a valid audience"},
 		{"another issuer", "Bearer " + otherIss, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid issuer"`, "the token does not have a valid issuer"},
-		{"no token", "", `Bearer scope=""`, "no bearer token in the Authorization header"},
-		{"basic", "Basic dTE6cHc=", `Bearer scope=""`, "no bearer token in the Authorization header"},
+		{"no token", "", `Bearer scope=""`, "no token in the Authorization header"},
+		{"only the scheme", "Bearer ", `Bearer scope=""`, "no token in the Authorization header"},
+		// The identity source is read as a token, with or without Bearer.
+		{"basic", "Basic dTE6cHc=", `Bearer scope="" error="invalid_token" error_description="the token is malformed"`, "the token is malformed"},
+		{"issued in the future", "Bearer " + future, `Bearer scope="" error="invalid_token" error_description="the token was issued in the future"`, "the token was issued in the future"},
+		{"not valid yet", "Bearer " + notYet, `Bearer scope="" error="invalid_token" error_description="the token is not valid yet"`, "the token is not valid yet"},
 		{"expired", "Bearer " + expired, `Bearer scope="" error="invalid_token" error_description="the token has expired"`, "the token has expired"},
 		{"other secret", "Bearer " + other, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid signature"`, "the token does not have a valid signature"},
 		{"alg none", "Bearer " + forge(`{"sub":"u1","exp":9999999999}`), `Bearer scope="" error="invalid_token" error_description="the token's header is not HS256"`, "the token's header is not HS256"},
@@ -527,6 +536,26 @@ func TestNoThrottleWithoutSettings(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/products/p1", nil)
 		if code, _ := do(t, req); code != http.StatusOK {
 			t.Fatalf("request %d: got %d, want 200", i, code)
+		}
+	}
+}
+
+// TestTokenWithOrWithoutBearer: the authorizer reads the Authorization
+// header's token alone or after "Bearer ", as API Gateway's JWT authorizer
+// does; a token alone was refused (401), where AWS lets it through.
+func TestTokenWithOrWithoutBearer(t *testing.T) {
+	tok, _ := Token(secret, "u1", false, time.Hour)
+	for _, auth := range []string{"Bearer " + tok, tok} {
+		rec := &recorder{resp: events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: "{}"}}
+		srv := serve(t, rec)
+		req, _ := http.NewRequest("GET", srv.URL+"/users/u1", nil)
+		req.Header.Set("Authorization", auth)
+		if status, body := do(t, req); status != 200 {
+			t.Errorf("%.12s…: got %d %s, want 200", auth, status, body)
+			continue
+		}
+		if sub := rec.got.RequestContext.Authorizer.JWT.Claims["sub"]; sub != "u1" {
+			t.Errorf("%.12s…: claims %v, want sub u1", auth, rec.got.RequestContext.Authorizer.JWT.Claims)
 		}
 	}
 }

@@ -137,6 +137,13 @@ func verify(secret []byte, tok string, now time.Time) (map[string]string, error)
 			return nil, errors.New("the token is not valid yet")
 		}
 	}
+	// The authorizer refuses a token issued after now, as it does one not
+	// valid yet.
+	if iat, ok := claims["iat"].(json.Number); ok {
+		if n, err := iat.Int64(); err != nil || now.Unix() < n {
+			return nil, errors.New("the token was issued in the future")
+		}
+	}
 	if iss, _ := claims["iss"].(string); iss != Issuer {
 		return nil, errors.New("the token does not have a valid issuer")
 	}
