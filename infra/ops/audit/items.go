@@ -170,6 +170,14 @@ func (a *Auditor) correct(ctx context.Context, it Item, version int64, residual 
 			upd = upd.Add(expression.Name(c), expression.Value(-n))
 		}
 	}
+	return a.updateAt(ctx, it, version, upd, "correct")
+}
+
+// updateAt applies upd to it, conditional on the item being there at
+// version (0: without one) and bumping it, as every counter write does. It
+// reports false when the item moved (or went) since, or a transaction of
+// the processor holds it: the caller judges it again.
+func (a *Auditor) updateAt(ctx context.Context, it Item, version int64, upd expression.UpdateBuilder, what string) (bool, error) {
 	cond := expression.AttributeExists(expression.Name(keyName[it.Kind]))
 	if version == 0 {
 		cond = cond.And(expression.AttributeNotExists(expression.Name("version")))
@@ -178,7 +186,7 @@ func (a *Auditor) correct(ctx context.Context, it Item, version int64, residual 
 	}
 	e, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
-		return false, fmt.Errorf("correct %s: %w", it, err)
+		return false, fmt.Errorf("%s %s: %w", what, it, err)
 	}
 	_, err = a.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(a.table(it.Kind)),
@@ -192,10 +200,9 @@ func (a *Auditor) correct(ctx context.Context, it Item, version int64, residual 
 	var conflict *types.TransactionConflictException
 	switch {
 	case errors.As(err, &ccf), errors.As(err, &conflict):
-		// Moved, or a transaction of the processor holds it: judge again.
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("correct %s: %w", it, err)
+		return false, fmt.Errorf("%s %s: %w", what, it, err)
 	}
 	return true, nil
 }
@@ -233,31 +240,9 @@ func (a *Auditor) rewrite(ctx context.Context, it Item, r reading, m markers) ([
 			out = append(out, Rewrite{Item: it, Counter: c, Stored: stored(av), Set: n})
 		}
 	}
-	cond := expression.AttributeExists(expression.Name(keyName[it.Kind]))
-	if r.version == 0 {
-		cond = cond.And(expression.AttributeNotExists(expression.Name("version")))
-	} else {
-		cond = cond.And(expression.Name("version").Equal(expression.Value(r.version)))
-	}
-	e, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
-	if err != nil {
-		return nil, fmt.Errorf("rewrite %s: %w", it, err)
-	}
-	_, err = a.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(a.table(it.Kind)),
-		Key:                       map[string]types.AttributeValue{keyName[it.Kind]: &types.AttributeValueMemberS{Value: it.ID}},
-		UpdateExpression:          e.Update(),
-		ConditionExpression:       e.Condition(),
-		ExpressionAttributeNames:  e.Names(),
-		ExpressionAttributeValues: e.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	var conflict *types.TransactionConflictException
-	switch {
-	case errors.As(err, &ccf), errors.As(err, &conflict):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("rewrite %s: %w", it, err)
+	ok, err := a.updateAt(ctx, it, r.version, upd, "rewrite")
+	if !ok || err != nil {
+		return nil, err
 	}
 	return out, nil
 }
