@@ -96,9 +96,10 @@ AUDIT = $(OPS) audit $(call switch,REPAIR,-repair) $(if $(SETTLE),-settle $(SETT
 # (and make was not asked for a dry run, -n, -q or -t), the audit runs while
 # make reads this file: its progress (standard error) shows as it comes, its
 # report (standard output) is kept in a file. make then runs in question
-# mode, where a recipe marked + still runs: it prints the report, and the
-# goal's own recipe, + marked only when the audit ended 0, leaves make at 0,
-# at 1 (a recipe question mode does not run), or at the command's 2.
+# mode, where a recipe line marked + still runs: it prints the report. A
+# line not so marked, there only when the audit ended 1, is one question
+# mode does not run, which makes it exit 1; the command's 2 is the printing
+# line's own status.
 # Variables given on make's command line reach the command as they reach a
 # recipe (make 4.3's $(shell) has only make's own environment).
 make_flags := $(firstword $(filter-out -% %=%,$(firstword $(MAKEFLAGS))))
@@ -107,18 +108,16 @@ command_line_env := $(foreach v,$(filter-out REPAIR SETTLE MAX_WAIT STAGE,$(.VAR
 audit_report := $(shell mktemp)
 audit_status := $(shell ( $(GO) build -o $(OPS_BIN) ./infra/ops || exit 2; env $(command_line_env) $(AUDIT) ) >$(audit_report); echo $$?)
 MAKEFLAGS += -q
-.PHONY: audit-report
-audit-report:
-	+@cat $(audit_report); rm -f $(audit_report)
 ifeq ($(audit_status),0)
-audit: audit-report
-	+@:
+audit:
+	+@cat $(audit_report); rm -f $(audit_report)
 else ifeq ($(audit_status),1)
-audit: audit-report
+audit:
+	+@cat $(audit_report); rm -f $(audit_report)
 	@:
 else
-audit: audit-report
-	+@exit $(audit_status)
+audit:
+	+@cat $(audit_report); rm -f $(audit_report); exit $(audit_status)
 endif
 else
 audit: ops
