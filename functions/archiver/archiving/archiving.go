@@ -72,16 +72,20 @@ type run struct {
 
 // Handle archives the TTL removals of a batch, in stream order. The batch is
 // cut into runs of one table and one day, each written as one object named
-// after its first record. It stops at the first record it cannot archive (a
-// malformed one, or one whose run's object was not written) and reports it
-// and every record after it: Lambda starts the retry there, so the retry
-// brings back no record that an object already holds, and an object written
-// again (the same batch sent again, or its first half after a bisection)
-// keeps its name. An eventId is never in two objects.
+// after its first record; a record that can never be archived (malformed,
+// or of a table not archived) ends its run and is reported alone, so the
+// records after it are archived and a retry, or a replay, cuts the same
+// runs again. At the first object that cannot be written it stops, and
+// reports that run's records and every later one: Lambda starts the retry
+// there, so no object already written is written under another name. An
+// object written again (the same batch sent again, the retry after a
+// reported record, the first half of a bisected batch) keeps its name, so
+// an eventId is in one object.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	start := time.Now()
-	stop := len(ev.Records) // the first record not archived
+	failed := map[int]bool{} // record positions
 	var runs []*run
+	cut := true // the next record starts a run
 	for i, rec := range ev.Records {
 		if !ddbstream.IsTTLRemoval(rec) {
 			// The event source lets only TTL removals through; anything else is
@@ -92,18 +96,19 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		logical, ok := h.deps.Tables.Logical(ddbstream.TableName(rec))
 		if !ok {
 			h.deps.Logger.WarnContext(ctx, "removal from an unknown table", "eventId", rec.EventID, "table", ddbstream.TableName(rec))
-			stop = i
-			break
+			failed[i], cut = true, true
+			continue
 		}
 		line, err := toLine(rec, logical)
 		if err != nil {
 			h.deps.Logger.WarnContext(ctx, "malformed record", "eventId", rec.EventID, "err", err.Error())
-			stop = i
-			break
+			failed[i], cut = true, true
+			continue
 		}
 		day := rec.Change.ApproximateCreationDateTime.UTC().Format("year=2006/month=01/day=02")
-		if len(runs) == 0 || runs[len(runs)-1].table != logical || runs[len(runs)-1].day != day {
+		if cut || runs[len(runs)-1].table != logical || runs[len(runs)-1].day != day {
 			runs = append(runs, &run{table: logical, day: day})
+			cut = false
 		}
 		r := runs[len(runs)-1]
 		r.records = append(r.records, i)
@@ -114,7 +119,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		key, err := h.put(ctx, r)
 		if err != nil {
 			h.deps.Logger.ErrorContext(ctx, "archive object", "table", r.table, "count", len(r.lines), "err", err.Error())
-			stop = min(stop, r.records[0])
+			for i := r.records[0]; i < len(ev.Records); i++ {
+				failed[i] = true
+			}
 			break
 		}
 		archived += len(r.lines)
@@ -122,8 +129,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		h.deps.Logger.InfoContext(ctx, "archived", "table", r.table, "key", key, "count", len(r.lines))
 	}
 	var resp events.DynamoDBEventResponse
-	for _, rec := range ev.Records[stop:] {
-		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+	for i, rec := range ev.Records {
+		if failed[i] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+		}
 	}
 	if h.deps.Reporter != nil {
 		h.deps.Reporter.Batch(ctx, ev, len(resp.BatchItemFailures), time.Since(start), "archived", archived, "objects", objects)

@@ -189,8 +189,8 @@ func BenchmarkArchive(b *testing.B) {
 	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/1000")
 }
 
-// TestMalformedRemovalsAreItemFailuresInStreamOrder: a removal that cannot
-// be archived is a batch item failure, and so is every record after it.
+// TestMalformedRemovalsAreItemFailuresInStreamOrder: a removal that can
+// never be archived is a batch item failure, and the others are archived.
 func TestMalformedRemovalsAreItemFailuresInStreamOrder(t *testing.T) {
 	h, c := setup(t)
 	k, i := order("o-good")
@@ -208,11 +208,9 @@ func TestMalformedRemovalsAreItemFailuresInStreamOrder(t *testing.T) {
 		want []string
 	}{
 		{"each alone", []events.DynamoDBEventRecord{noImage}, []string{"99"}},
-		// The first that cannot be archived stops the batch: it and every
-		// record after it are failures, in stream order (Lambda starts
-		// the retry at the first), and none after it is archived.
-		{"stream order, not string order", []events.DynamoDBEventRecord{noImage, good, noTime, bad}, []string{"99", good.Change.SequenceNumber, "100", "101"}},
-		{"archived up to the first", []events.DynamoDBEventRecord{good, noTime, bad}, []string{"100", "101"}},
+		// A record that can never be archived is reported alone, in
+		// stream order, and the records around it are archived.
+		{"stream order, not string order", []events.DynamoDBEventRecord{noImage, good, noTime, bad}, []string{"99", "100", "101"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,6 +312,27 @@ func TestRetriesNeverPutAnEventInTwoObjects(t *testing.T) {
 			t.Fatalf("failures of the retry: %v", f)
 		}
 		check(t, c, batch)
+	})
+
+	t.Run("a malformed record, retried and replayed", func(t *testing.T) {
+		// Lambda retries from the malformed record until it gives up, and
+		// make replay then drives the batch, and the records the function
+		// did not name, again: the records after it are archived once, and
+		// they are not held back behind it (it is named alone).
+		h, c := setup(t)
+		batch := newBatch(0, 0, 0, 0)
+		batch[1].Change.OldImage = nil
+		good := []events.DynamoDBEventRecord{batch[0], batch[2], batch[3]}
+		for _, b := range [][]events.DynamoDBEventRecord{batch, batch[1:], batch[1:], batch[2:]} {
+			holds := false
+			for _, r := range b {
+				holds = holds || r.EventID == batch[1].EventID
+			}
+			if f := handle(t, h, b...); holds != (len(f) == 1 && f[0] == batch[1].Change.SequenceNumber) || !holds && len(f) > 0 {
+				t.Fatalf("failures of %d records: %v, want the malformed one alone when it is there", len(b), f)
+			}
+		}
+		check(t, c, good)
 	})
 
 	t.Run("a batch sent again, then bisected", func(t *testing.T) {
