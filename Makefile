@@ -105,8 +105,17 @@ AUDIT = $(OPS) audit $(call switch,REPAIR,-repair) $(if $(SETTLE),-settle $(SETT
 make_flags := $(firstword $(filter-out -% %=%,$(firstword $(MAKEFLAGS))))
 ifeq ($(MAKECMDGOALS)|$(findstring n,$(make_flags))$(findstring q,$(make_flags))$(findstring t,$(make_flags)),audit|)
 command_line_env := $(foreach v,$(filter-out REPAIR SETTLE MAX_WAIT STAGE,$(.VARIABLES)),$(if $(and $(filter command line,$(origin $(v))),$(shell printf '%s' '$(v)' | grep -qxE '[A-Z_][A-Z0-9_]*' && echo y)),$(v)='$(subst ','\'',$(value $(v)))'))
-audit_report := $(shell mktemp)
-audit_status := $(shell ( $(GO) build -o $(OPS_BIN) ./infra/ops || exit 2; env $(command_line_env) $(AUDIT) ) >$(audit_report); echo $$?)
+# The command is spelled out first: a switch given wrongly (REPAIR=yes)
+# stops make before anything runs. make does not wait for $(shell) when it
+# is stopped: OPS_STOP_WITH has the command stop (as at Ctrl-C) once make's
+# process is gone, and the report of a run make did not wait for is removed.
+audit_command := env $(command_line_env) OPS_STOP_WITH=$$PPID $(AUDIT)
+audit_report := $(shell mktemp "$${TMPDIR:-/tmp}/shopstream-audit.XXXXXX" 2>/dev/null)
+ifeq ($(audit_report),)
+audit_status := 2
+else
+audit_status := $(shell ( $(GO) build -o $(OPS_BIN) ./infra/ops || exit 2; $(audit_command) ) >$(audit_report); s=$$?; kill -0 $$PPID 2>/dev/null || rm -f $(audit_report); echo $$s)
+endif
 MAKEFLAGS += -q
 ifeq ($(audit_status),0)
 audit:
@@ -117,7 +126,7 @@ audit:
 	@:
 else
 audit:
-	+@cat $(audit_report); rm -f $(audit_report); exit $(audit_status)
+	+@$(if $(audit_report),cat $(audit_report); rm -f $(audit_report),echo "make audit: cannot make a file for the report in $${TMPDIR:-/tmp}" >&2); exit 2
 endif
 else
 audit: ops

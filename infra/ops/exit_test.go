@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -211,4 +212,29 @@ func TestOpsExitStatusForScripts(t *testing.T) {
 			t.Errorf("make audit against a stopped stack: exit %d, stderr %q; want 2", code, errOut)
 		}
 	})
+}
+
+// TestStopWithAGoneProcess: `make audit` runs the command while make reads
+// the Makefile, and a stopped make neither waits for it nor passes the
+// signal on; with OPS_STOP_WITH the command stops, as at an interrupt, once
+// that process is gone, and not before.
+func TestStopWithAGoneProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go stopWith(cmd.Process.Pid, func() { close(stopped) })
+	select {
+	case <-stopped:
+		t.Fatal("stopped while the process runs")
+	case <-time.After(1200 * time.Millisecond): // two polls
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait() // gone, and reaped, as make is by its shell
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not stopped 10 s after the process went")
+	}
 }

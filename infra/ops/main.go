@@ -24,7 +24,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/shopstream/shopstream/infra/ops/target"
 )
@@ -58,6 +60,9 @@ func commands() []command {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if pid, err := strconv.Atoi(os.Getenv("OPS_STOP_WITH")); err == nil && pid > 1 {
+		go stopWith(pid, stop)
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, progress: os.Stderr, logger: logger, getenv: os.Getenv}))
 }
@@ -136,4 +141,17 @@ func (e env) progressOut() io.Writer {
 		return e.progress
 	}
 	return e.stdout
+}
+
+// stopWith stops the command, as an interrupt does, once process pid is
+// gone: `make audit` runs it while make reads the Makefile, and make, when
+// it is stopped, neither waits for it nor passes the signal on.
+func stopWith(pid int, stop func()) {
+	for {
+		time.Sleep(500 * time.Millisecond)
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			stop()
+			return
+		}
+	}
 }
