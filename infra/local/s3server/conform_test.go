@@ -22,6 +22,10 @@ import (
 // and returns the status line and the header lines as they came (Go's
 // client puts header names in their canonical form).
 func rawGet(t *testing.T, base, key string, headers ...string) (status string, lines []string) {
+	return raw(t, "GET", base, key, headers...)
+}
+
+func raw(t *testing.T, method, base, key string, headers ...string) (status string, lines []string) {
 	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
@@ -32,7 +36,7 @@ func rawGet(t *testing.T, base, key string, headers ...string) (status string, l
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	req := "GET /" + bucket + "/" + key + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: close\r\n"
+	req := method + " /" + bucket + "/" + key + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: close\r\n"
 	for _, h := range headers {
 		req += h + "\r\n"
 	}
@@ -86,18 +90,20 @@ func TestObjectReadsAnswerAsS3(t *testing.T) {
 	}
 	etag := aws.ToString(head.ETag)
 
-	t.Run("headers of a read", func(t *testing.T) {
-		status, lines := rawGet(t, hs.URL, "a/1.txt", "x-amz-checksum-mode: ENABLED")
-		all := strings.Join(lines, "\n")
-		if !strings.HasSuffix(status, "200 OK") || !strings.Contains(all, "\nx-amz-meta-m: 1") || !strings.Contains(all, "X-Amz-Checksum-Crc32:") {
-			t.Errorf("get: %s\n%s\nwant 200, x-amz-meta-m and the checksum", status, all)
-		}
-		for _, h := range []string{"X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Sdk-Checksum-Algorithm", "X-Amz-Meta-M"} {
-			if strings.Contains(all, h+":") {
-				t.Errorf("get answers %s:\n%s", h, all)
+	for _, method := range []string{"GET", "HEAD"} {
+		t.Run("headers of a "+method, func(t *testing.T) {
+			status, lines := raw(t, method, hs.URL, "a/1.txt", "x-amz-checksum-mode: ENABLED")
+			all := strings.Join(lines, "\n")
+			if !strings.HasSuffix(status, "200 OK") || !strings.Contains(all, "\nx-amz-meta-m: 1") || !strings.Contains(all, "X-Amz-Checksum-Crc32:") {
+				t.Errorf("%s: %s\n%s\nwant 200, x-amz-meta-m and the checksum", method, status, all)
 			}
-		}
-	})
+			for _, h := range []string{"X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Sdk-Checksum-Algorithm", "X-Amz-Meta-M"} {
+				if strings.Contains(all, h+":") {
+					t.Errorf("%s answers %s:\n%s", method, h, all)
+				}
+			}
+		})
+	}
 
 	t.Run("a 304 carries no checksum", func(t *testing.T) {
 		status, lines := rawGet(t, hs.URL, "a/1.txt", "x-amz-checksum-mode: ENABLED", "If-None-Match: "+etag)

@@ -79,7 +79,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			preconditionFailed(w, r, cond)
 			return
 		}
-		w = &conform{ResponseWriter: w}
+		c := &conform{ResponseWriter: w}
+		s.handler.ServeHTTP(c, r)
+		if !c.wrote {
+			// A HEAD answered 200 writes nothing: its headers go out as
+			// the handler returns, unless written here.
+			c.WriteHeader(http.StatusOK)
+		}
+		return
 	}
 	s.handler.ServeHTTP(w, r)
 }
