@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -51,7 +52,10 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 		t = nil // its own JSON: its own checks, and its own field names
 	}
 	if want := mismatch(tok, t); want != "" {
-		return invalid(path, "must be a "+want)
+		if path == "" {
+			return invalid("", "the body must be a JSON "+want)
+		}
+		return invalid(path, "must be "+article(want)+" "+want)
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -121,7 +125,7 @@ func decodesItself(t reflect.Type) bool {
 // is not known. null fits everything, as encoding/json leaves the field
 // as it was.
 func mismatch(tok json.Token, t reflect.Type) string {
-	if t == nil || tok == nil {
+	if t == nil || tok == nil || t == reflect.TypeFor[json.Number]() {
 		return ""
 	}
 	k := t.Kind()
@@ -137,7 +141,8 @@ func mismatch(tok json.Token, t reflect.Type) string {
 			return "" // not a value's first token: decoding reports it
 		}
 	case string:
-		fits = k == reflect.String || k == reflect.Interface
+		// []byte reads base64 text; json.Number, a number's text.
+		fits = k == reflect.String || k == reflect.Interface || k == reflect.Slice && t.Elem().Kind() == reflect.Uint8
 	case bool:
 		fits = k == reflect.Bool || k == reflect.Interface
 	case json.Number:
@@ -164,29 +169,46 @@ func mismatch(tok json.Token, t reflect.Type) string {
 }
 
 // jsonFields are the JSON names of struct type t's fields (embedded
-// structs' included) and their types; nil when t is not a struct, or
-// decodes itself (json.Unmarshaler), whose names are its own.
+// structs' included) and their types (nil for a field whose value is
+// quoted, the ",string" option: its text is checked when decoded); nil when
+// t is not a struct, or decodes itself (json.Unmarshaler), whose names are
+// its own.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if t == nil || t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+	if t == nil || t.Kind() != reflect.Struct || decodesItself(t) {
 		return nil
 	}
+	return structFields(t, map[reflect.Type]bool{})
+}
+
+// structFields are the JSON fields of struct t as encoding/json finds them: its
+// own first, then those of its embedded structs that none of its own
+// hides; an embedded type that is not a struct is a field named after it.
+// visiting stops a struct that embeds itself.
+func structFields(t reflect.Type, visiting map[reflect.Type]bool) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
+	if visiting[t] {
+		return out
+	}
+	visiting[t] = true
+	defer delete(visiting, t)
+	var embedded []reflect.Type
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
 		if tag == "-" {
 			continue
 		}
-		name, _, _ := strings.Cut(tag, ",")
+		name, opts, _ := strings.Cut(tag, ",")
+		ft := f.Type
 		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
+			et := ft
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
 			}
-			for k, v := range jsonFields(ft) {
-				out[k] = v
+			if et.Kind() == reflect.Struct {
+				embedded = append(embedded, et)
+				continue
 			}
-			continue
 		}
 		if !f.IsExported() {
 			continue
@@ -194,9 +216,27 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = f.Type
+		if slices.Contains(strings.Split(opts, ","), "string") {
+			ft = nil
+		}
+		out[name] = ft
+	}
+	for _, et := range embedded {
+		for k, v := range structFields(et, visiting) {
+			if _, hidden := out[k]; !hidden {
+				out[k] = v
+			}
+		}
 	}
 	return out
+}
+
+// article is "an" before a word that begins with a vowel, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 func joinPath(path, key string) string {
