@@ -335,12 +335,12 @@ func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue
 		if !ok || held <= sent[i] {
 			continue
 		}
-		again, err := r.raise(ctx, id, held)
+		again, raised, err := r.raise(ctx, id, held)
 		if err != nil {
 			return err
 		}
-		if again != nil {
-			results[id] = *again
+		if raised {
+			results[id] = again
 		}
 	}
 	r.count(results, "index")
@@ -367,31 +367,32 @@ func heldVersion(reason string) (int64, bool) {
 // holds, when a consistent read finds the table below it, and writes the
 // document at the new version: the live indexer would never reach it. The
 // update is conditional on the version read (a write meanwhile is read
-// again), and a version only goes up, as every writer's does. nil when
-// the table is at or above held by now (the live indexer's write of it
-// will land) or the product is gone (removeStale deletes its document).
-func (r *run) raise(ctx context.Context, id string, held int64) (*bulkItem, error) {
+// again), and a version only goes up, as every writer's does. raised is
+// false when the table is at or above held by now (the live indexer's
+// write of it will land) or the product is gone (removeStale deletes its
+// document).
+func (r *run) raise(ctx context.Context, id string, held int64) (res bulkItem, raised bool, err error) {
 	key := map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: id}}
 	for range maxAttempts {
 		out, err := r.cfg.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.cfg.Products), Key: key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
-			return nil, fmt.Errorf("read product %s: %w", id, err)
+			return bulkItem{}, false, fmt.Errorf("read product %s: %w", id, err)
 		}
 		var p products.Product
 		if out.Item == nil {
-			return nil, nil
+			return bulkItem{}, false, nil
 		}
 		if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil || p.Version < 1 {
-			return nil, nil // counted as failed by the scan
+			return bulkItem{}, false, nil // counted as failed by the scan
 		}
 		if p.Version >= held {
-			return nil, nil
+			return bulkItem{}, false, nil
 		}
 		e, err := expression.NewBuilder().
 			WithUpdate(expression.Add(expression.Name("version"), expression.Value(held+1-p.Version))).
 			WithCondition(expression.Name("version").Equal(expression.Value(p.Version))).Build()
 		if err != nil {
-			return nil, err
+			return bulkItem{}, false, err
 		}
 		_, err = r.cfg.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(r.cfg.Products), Key: key,
 			UpdateExpression: e.Update(), ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()})
@@ -401,26 +402,25 @@ func (r *run) raise(ctx context.Context, id string, held int64) (*bulkItem, erro
 		case errors.As(err, &ccf), errors.As(err, &conflict):
 			continue // written meanwhile: read again
 		case err != nil:
-			return nil, fmt.Errorf("raise the version of product %s: %w", id, err)
+			return bulkItem{}, false, fmt.Errorf("raise the version of product %s: %w", id, err)
 		}
 		was := p.Version
 		p.Version = held + 1
 		meta, _ := json.Marshal(map[string]any{"index": map[string]any{"_id": id, "version": p.Version, "version_type": "external_gte"}})
 		doc, err := json.Marshal(productsearch.DocumentOf(p))
 		if err != nil {
-			return nil, fmt.Errorf("product %s: %w", id, err)
+			return bulkItem{}, false, fmt.Errorf("product %s: %w", id, err)
 		}
 		results, err := r.bulk(ctx, []string{id}, [][]byte{append(append(append(meta, '\n'), doc...), '\n')})
 		if err != nil {
-			return nil, err
+			return bulkItem{}, false, err
 		}
 		r.mu.Lock()
 		r.rep.Raised = append(r.rep.Raised, fmt.Sprintf("%s: version %d raised to %d, above the index's %d", id, was, p.Version, held))
 		r.mu.Unlock()
-		res := results[id]
-		return &res, nil
+		return results[id], true, nil
 	}
-	return nil, fmt.Errorf("raise the version of product %s: written %d times while raised", id, maxAttempts)
+	return bulkItem{}, false, fmt.Errorf("raise the version of product %s: written %d times while raised", id, maxAttempts)
 }
 
 func (r *run) count(results map[string]bulkItem, op string) {
