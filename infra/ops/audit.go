@@ -53,7 +53,7 @@ func defaultSettle(t *target.Target) time.Duration {
 // newAuditor builds an auditor on the target's tables and archive, showing
 // progress every 5 s.
 func newAuditor(t *target.Target, e env, cfg audit.Config) (*audit.Auditor, *progress.Meter) {
-	meter := progress.Start(e.progressOut(), "audit", 5*time.Second)
+	meter := progress.Start(e.errOut(), "audit", 5*time.Second)
 	cfg.DB, cfg.S3, cfg.Bucket, cfg.FailureBucket, cfg.Progress = t.DynamoDB(), t.S3(), t.ArchiveBucket, t.FailureBucket, meter
 	cfg.Tables = tables.Names{Users: t.Tables[tables.Users], Products: t.Tables[tables.Products],
 		Orders: t.Tables[tables.Orders], Reviews: t.Tables[tables.Reviews], CounterEvents: t.Tables[tables.CounterEvents]}

@@ -228,7 +228,7 @@ func TestStopWithAGoneProcess(t *testing.T) {
 	select {
 	case <-stopped:
 		t.Fatal("stopped while the process runs")
-	case <-time.After(1200 * time.Millisecond): // two polls
+	case <-time.After(1200 * time.Millisecond): // several polls
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait() // gone, and reaped, as make is by its shell

@@ -40,9 +40,10 @@ type command struct {
 // env is what a command may use besides its target and arguments.
 type env struct {
 	stdout io.Writer
-	// progress takes the long commands' progress lines (stdout when nil):
-	// standard error, so that `make audit` can keep the report apart.
-	progress io.Writer
+	// stderr takes the long commands' progress lines and every command's
+	// error (stdout when nil): standard error, so that standard output
+	// holds the report alone (`make audit` keeps it apart).
+	stderr io.Writer
 	logger   *slog.Logger
 	getenv   func(string) string
 }
@@ -64,7 +65,7 @@ func main() {
 		go stopWith(pid, stop)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, progress: os.Stderr, logger: logger, getenv: os.Getenv}))
+	os.Exit(run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, logger: logger, getenv: os.Getenv}))
 }
 
 // run runs one command and returns the exit status.
@@ -89,11 +90,11 @@ func run(ctx context.Context, args []string, e env) int {
 		}
 		t, err := target.Resolve(ctx, e.getenv)
 		if err != nil {
-			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			fmt.Fprintf(e.errOut(), "%s: %v\n", c.name, err)
 			return 2
 		}
 		if err := t.Check(ctx); err != nil {
-			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			fmt.Fprintf(e.errOut(), "%s: %v\n", c.name, err)
 			return 2
 		}
 		fmt.Fprintf(e.stdout, "%s on the %s\n", c.name, t)
@@ -102,10 +103,10 @@ func run(ctx context.Context, args []string, e env) int {
 		case err == nil:
 			return 0
 		case errors.Is(err, target.ErrIncomplete):
-			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			fmt.Fprintf(e.errOut(), "%s: %v\n", c.name, err)
 			return 1
 		default:
-			fmt.Fprintf(e.stdout, "%s: %v\n", c.name, err)
+			fmt.Fprintf(e.errOut(), "%s: %v\n", c.name, err)
 			return 2
 		}
 	}
@@ -135,10 +136,10 @@ func usage(w io.Writer) {
 	}
 }
 
-// progressOut is where progress lines go.
-func (e env) progressOut() io.Writer {
-	if e.progress != nil {
-		return e.progress
+// errOut is where progress lines and errors go.
+func (e env) errOut() io.Writer {
+	if e.stderr != nil {
+		return e.stderr
 	}
 	return e.stdout
 }
@@ -148,7 +149,7 @@ func (e env) progressOut() io.Writer {
 // it is stopped, neither waits for it nor passes the signal on.
 func stopWith(pid int, stop func()) {
 	for {
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			stop()
 			return

@@ -49,7 +49,7 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 		case <-time.After(failures.ReindexSettle):
 		}
 	}
-	meter := progress.Start(e.progressOut(), "reindex", 5*time.Second)
+	meter := progress.Start(e.errOut(), "reindex", 5*time.Second)
 	rep, err := reindex.Run(ctx, reindex.Config{DB: t.DynamoDB(), Search: search, Products: t.Tables[tables.Products],
 		Segments: *segments, BatchSize: *batch, Progress: meter})
 	meter.Stop()

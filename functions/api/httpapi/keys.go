@@ -51,6 +51,10 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 	if t != nil && decodesItself(t) {
 		t = nil // its own JSON: its own checks, and its own field names
 	}
+	if path == "" && tok == nil {
+		// null: encoding/json leaves the value as it was, an empty request.
+		return invalid("", "the body must be a JSON object")
+	}
 	if want := mismatch(tok, t); want != "" {
 		if path == "" {
 			return invalid("", "the body must be a JSON "+want)

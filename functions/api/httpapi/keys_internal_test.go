@@ -61,6 +61,7 @@ func TestKeyCheckTakesWhatEncodingJSONTakes(t *testing.T) {
 	// What it refuses, it names as the API's own checks do.
 	for _, tc := range []struct{ body, want string }{
 		{`[]`, "the body must be a JSON object"},
+		{`null`, "the body must be a JSON object"},
 		{`{"count":"2"}`, "count: must be a whole number"},
 		{`{"name":{}}`, "name: must be a string"},
 	} {

@@ -114,6 +114,7 @@ func TestUnauthorizedSaysWhy(t *testing.T) {
 	// API Gateway's authorizer refuses a token whose iat or nbf is after now.
 	later := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	future := signedClaims(`{"sub":"u1","exp":9999999999,"iat":` + later + `,"iss":"` + Issuer + `","aud":"` + Audience + `"}`)
+	textIat := signedClaims(`{"sub":"u1","exp":9999999999,"iat":"` + later + `","iss":"` + Issuer + `","aud":"` + Audience + `"}`)
 	notYet := signedClaims(`{"sub":"u1","exp":9999999999,"nbf":` + later + `,"iss":"` + Issuer + `","aud":"` + Audience + `"}`)
 	for _, tt := range []struct {
 		name, auth, challenge, reason string
@@ -127,6 +128,7 @@ func TestUnauthorizedSaysWhy(t *testing.T) {
 		{"basic", "Basic dTE6cHc=", `Bearer scope="" error="invalid_token" error_description="the token is malformed"`, "the token is malformed"},
 		{"issued in the future", "Bearer " + future, `Bearer scope="" error="invalid_token" error_description="the token was issued in the future"`, "the token was issued in the future"},
 		{"not valid yet", "Bearer " + notYet, `Bearer scope="" error="invalid_token" error_description="the token is not valid yet"`, "the token is not valid yet"},
+		{"iat as text", "Bearer " + textIat, `Bearer scope="" error="invalid_token" error_description="the token's iat claim is not a number"`, "the token's iat claim is not a number"},
 		{"expired", "Bearer " + expired, `Bearer scope="" error="invalid_token" error_description="the token has expired"`, "the token has expired"},
 		{"other secret", "Bearer " + other, `Bearer scope="" error="invalid_token" error_description="the token does not have a valid signature"`, "the token does not have a valid signature"},
 		{"alg none", "Bearer " + forge(`{"sub":"u1","exp":9999999999}`), `Bearer scope="" error="invalid_token" error_description="the token's header is not HS256"`, "the token's header is not HS256"},

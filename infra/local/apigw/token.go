@@ -132,16 +132,20 @@ func verify(secret []byte, tok string, now time.Time) (map[string]string, error)
 	if n, err := exp.Int64(); err != nil || now.Unix() >= n {
 		return nil, errors.New("the token has expired")
 	}
-	if nbf, ok := claims["nbf"].(json.Number); ok {
-		if n, err := nbf.Int64(); err != nil || now.Unix() < n {
-			return nil, errors.New("the token is not valid yet")
+	// The authorizer refuses a token not valid yet, or issued after now. A
+	// date that is not a number (a JWT's dates are NumericDates) is refused
+	// too, as a missing exp is.
+	for _, c := range []struct{ claim, why string }{{"nbf", "the token is not valid yet"}, {"iat", "the token was issued in the future"}} {
+		v, present := claims[c.claim]
+		if !present {
+			continue
 		}
-	}
-	// The authorizer refuses a token issued after now, as it does one not
-	// valid yet.
-	if iat, ok := claims["iat"].(json.Number); ok {
-		if n, err := iat.Int64(); err != nil || now.Unix() < n {
-			return nil, errors.New("the token was issued in the future")
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("the token's %s claim is not a number", c.claim)
+		}
+		if at, err := n.Int64(); err != nil || now.Unix() < at {
+			return nil, errors.New(c.why)
 		}
 	}
 	if iss, _ := claims["iss"].(string); iss != Issuer {

@@ -58,43 +58,59 @@ func (c *conform) Write(b []byte) (int, error) {
 	return c.ResponseWriter.Write(b)
 }
 
-// failedPrecondition is the condition of an object's GET or HEAD that does
-// not hold, as S3 judges them ("GetObject", Amazon S3 API Reference): an
-// If-Match whose ETag is not the object's, or, without If-Match, an
-// If-Unmodified-Since before its last change. "" when they hold, or the
-// object is not there (the store answers that). The store judges
-// If-None-Match and If-Modified-Since itself.
-func (s *Server) failedPrecondition(bucket, key string, r *http.Request) string {
-	ifMatch, ifUnmodified := r.Header.Get("If-Match"), r.Header.Get("If-Unmodified-Since")
-	if ifMatch == "" && ifUnmodified == "" {
-		return ""
+// conditions judges the conditions of an object's GET or HEAD as S3 does
+// ("GetObject", Amazon S3 API Reference; RFC 9110, 13.2.2): If-Match whose
+// ETag is not the object's, or, without If-Match, If-Unmodified-Since
+// before its last change, is a 412 naming the condition; If-None-Match
+// that matches (a listed ETag, or * for any object) is a 304, with the
+// object's ETag, and one that does not match makes If-Modified-Since
+// ignored (the store judged it regardless). 0 when the request goes on to
+// the store, which also answers an object that is not there.
+func (s *Server) conditions(bucket, key string, r *http.Request) (status int, cond string) {
+	ifMatch, ifUnmodified, ifNoneMatch := r.Header.Get("If-Match"), r.Header.Get("If-Unmodified-Since"), r.Header.Get("If-None-Match")
+	if ifMatch == "" && ifUnmodified == "" && ifNoneMatch == "" {
+		return 0, ""
 	}
 	obj, err := s.backend.HeadObject(bucket, key)
 	if err != nil || obj == nil {
-		return ""
+		return 0, ""
 	}
 	if obj.Contents != nil {
 		_ = obj.Contents.Close()
 	}
-	if ifMatch != "" {
-		etag := hex.EncodeToString(obj.Hash)
-		for _, t := range strings.Split(ifMatch, ",") {
-			t = strings.Trim(strings.TrimSpace(t), `"`)
-			if t == "*" || t == etag {
-				return ""
-			}
+	etag := hex.EncodeToString(obj.Hash)
+	switch {
+	case ifMatch != "":
+		if !matches(ifMatch, etag) {
+			return http.StatusPreconditionFailed, "If-Match"
 		}
-		return "If-Match"
+	case ifUnmodified != "":
+		since, err := http.ParseTime(ifUnmodified)
+		modified, merr := time.Parse(http.TimeFormat, obj.Metadata["Last-Modified"])
+		if err == nil && merr == nil && modified.After(since) {
+			return http.StatusPreconditionFailed, "If-Unmodified-Since"
+		}
 	}
-	since, err := http.ParseTime(ifUnmodified)
-	if err != nil {
-		return "" // a date S3 cannot read is ignored, as HTTP says
+	if ifNoneMatch != "" {
+		if matches(ifNoneMatch, etag) {
+			return http.StatusNotModified, `"` + etag + `"`
+		}
+		r.Header.Del("If-None-Match")
+		r.Header.Del("If-Modified-Since")
 	}
-	modified, err := time.Parse(http.TimeFormat, obj.Metadata["Last-Modified"])
-	if err == nil && modified.After(since) {
-		return "If-Unmodified-Since"
+	return 0, ""
+}
+
+// matches says whether a list of ETags (If-Match, If-None-Match) names
+// etag, or is *.
+func matches(list, etag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || strings.Trim(t, `"`) == etag {
+			return true
+		}
 	}
-	return ""
+	return false
 }
 
 // preconditionFailed answers 412 as S3 does: an error document naming the

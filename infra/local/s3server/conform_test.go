@@ -114,7 +114,7 @@ func TestObjectReadsAnswerAsS3(t *testing.T) {
 	})
 
 	t.Run("read preconditions", func(t *testing.T) {
-		past := time.Now().Add(-time.Hour)
+		past, later := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 		for _, tc := range []struct {
 			name string
 			in   s3.GetObjectInput
@@ -125,6 +125,10 @@ func TestObjectReadsAnswerAsS3(t *testing.T) {
 			{"If-Match any", s3.GetObjectInput{IfMatch: aws.String("*")}, 200},
 			{"If-Unmodified-Since before its change", s3.GetObjectInput{IfUnmodifiedSince: &past}, 412},
 			{"If-Match its ETag wins over If-Unmodified-Since", s3.GetObjectInput{IfMatch: aws.String(etag), IfUnmodifiedSince: &past}, 200},
+			{"If-None-Match its ETag", s3.GetObjectInput{IfNoneMatch: aws.String(etag)}, 304},
+			{"If-None-Match any", s3.GetObjectInput{IfNoneMatch: aws.String("*")}, 304},
+			{"If-None-Match another ETag makes If-Modified-Since ignored", s3.GetObjectInput{IfNoneMatch: aws.String(`"0123"`), IfModifiedSince: &later}, 200},
+			{"If-Modified-Since after its change", s3.GetObjectInput{IfModifiedSince: &later}, 304},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				in := tc.in
@@ -137,7 +141,8 @@ func TestObjectReadsAnswerAsS3(t *testing.T) {
 				if got != tc.want {
 					t.Errorf("get: %d (%v), want %d", got, err, tc.want)
 				}
-				hin := &s3.HeadObjectInput{Bucket: in.Bucket, Key: in.Key, IfMatch: in.IfMatch, IfUnmodifiedSince: in.IfUnmodifiedSince}
+				hin := &s3.HeadObjectInput{Bucket: in.Bucket, Key: in.Key, IfMatch: in.IfMatch, IfUnmodifiedSince: in.IfUnmodifiedSince,
+					IfNoneMatch: in.IfNoneMatch, IfModifiedSince: in.IfModifiedSince}
 				_, err = c.HeadObject(ctx, hin)
 				got = 200
 				if err != nil {

@@ -75,8 +75,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		if cond := s.failedPrecondition(bucket, key, r); cond != "" {
+		switch status, cond := s.conditions(bucket, key, r); status {
+		case http.StatusPreconditionFailed:
 			preconditionFailed(w, r, cond)
+			return
+		case http.StatusNotModified:
+			w.Header().Set("ETag", cond)
+			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 		c := &conform{ResponseWriter: w}

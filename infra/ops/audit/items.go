@@ -260,5 +260,5 @@ func badProblem(a *Auditor, it Item, r reading) Problem {
 	if _, ok := r.bad["version"]; ok {
 		how = "its version is no integer: set it by hand above every version it had (the search index orders a product's documents by it), then run make audit REPAIR=1"
 	}
-	return Problem{Where: fmt.Sprintf("table %s item %s", a.table(it.Kind), it), Err: strings.Join(parts, ", ") + ", not an integer: not judged; " + how}
+	return Problem{Where: fmt.Sprintf("table %s item %s", a.table(it.Kind), it), Err: strings.Join(parts, ", ") + ", not an integer of 64 bits: not judged; " + how}
 }
