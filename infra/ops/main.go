@@ -44,8 +44,8 @@ type env struct {
 	// error (stdout when nil): standard error, so that standard output
 	// holds the report alone (`make audit` keeps it apart).
 	stderr io.Writer
-	logger   *slog.Logger
-	getenv   func(string) string
+	logger *slog.Logger
+	getenv func(string) string
 }
 
 func commands() []command {
