@@ -49,6 +49,7 @@ func Supported() []Release {
 		{Version: "0.14.0", Commit: "656e3ba6bcc99a77b2f7f0238d507c68a1d083e3", Date: "2026-11-26"},
 		{Version: "0.15.0", Commit: "375d2d3a9c92d223afc6f2ca04fcaf90c3dcc495", Date: "2026-11-26"},
 		{Version: "0.16.0", Commit: "5997e473f0c94695f0799c26e32fab0c22e8177b", Date: "2026-11-26"},
+		{Version: "0.17.0", Commit: "cea420e21094f5cb5428b5f2f7bcfb3df9d9ab24", Date: "2026-11-27"},
 	}
 }
 
