@@ -60,7 +60,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	db := dynamodb.NewFromConfig(awsCfg, tr.DynamoDB(), tracing.Stamp(tracing.StreamedTables(cfg.Tables)...))
-	st := store.New(db, store.Config{Tables: cfg.Tables, CartTTL: cfg.CartTTL, OrderRetention: cfg.OrderRetention})
+	logger := tracing.Logger(lambdacontext.NewLogger().With("function", "api"))
+	st := store.New(db, store.Config{Tables: cfg.Tables, CartTTL: cfg.CartTTL, OrderRetention: cfg.OrderRetention, Logger: logger})
 
 	var search httpapi.Searcher
 	if cfg.SearchURL != "" {
@@ -79,7 +80,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 		search = client
 	}
 	signer := cursor.NewSigner(cfg.CursorSecret, olderCursorKeys...)
-	logger := tracing.Logger(lambdacontext.NewLogger().With("function", "api"))
 	h := httpapi.New(httpapi.Deps{
 		Store:   st,
 		Cursors: signer,

@@ -25,6 +25,9 @@ const catalogCacheSize = 1_000
 // before, repeated, never an older catalog item joined to a newer bucket.
 type catalogCache struct {
 	ttl time.Duration
+	// repeat is how long a page whose bucket was read is answered again
+	// with no read at all (Config.PageRepeat; 0: always read the bucket).
+	repeat time.Duration
 
 	mu    sync.Mutex
 	items map[string]cachedCatalog
@@ -45,16 +48,30 @@ type catalogCache struct {
 const OwnReads = time.Second
 
 type cachedCatalog struct {
-	p  products.Product // the catalog item alone: no stock, its own version
-	b  bucket           // bucket 0 as read with it
-	at time.Time
+	// p is the catalog item alone (no stock, its own version), or the
+	// whole page when whole is set.
+	p products.Product
+	// whole marks the page of a product of several buckets, read as of one
+	// instant: it is repeated within the repeat window only.
+	whole bool
+	b     bucket    // bucket 0 as read with the catalog item (not whole)
+	at    time.Time // when the pair was read
+	// seen is when a read of bucket 0 that began then last found it as b.
+	seen time.Time
 }
 
-func newCatalogCache(ttl time.Duration) *catalogCache {
+// DefaultPageRepeat is how long a product page is repeated with no read
+// at all once a read found its bucket as cached (Config.PageRepeat): a
+// popular page then costs its bucket's partition one read per instance
+// every 100 ms instead of one per view (docs/decisions.md, "A product page
+// repeated for 100 ms").
+const DefaultPageRepeat = 100 * time.Millisecond
+
+func newCatalogCache(ttl, repeat time.Duration) *catalogCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &catalogCache{ttl: ttl, items: map[string]cachedCatalog{}, least: map[string]int64{}, wroteAt: map[string]time.Time{}}
+	return &catalogCache{ttl: ttl, repeat: max(repeat, 0), items: map[string]cachedCatalog{}, least: map[string]int64{}, wroteAt: map[string]time.Time{}}
 }
 
 // get returns the catalog item of id and its bucket read within the TTL.
@@ -93,17 +110,82 @@ func (c *catalogCache) put(id string, p products.Product, b bucket, readAt time.
 	if c.writes != gen || p.Version < c.least[id] {
 		return
 	}
-	if len(c.items) >= catalogCacheSize {
-		for k, e := range c.items {
-			if time.Since(e.at) >= c.ttl {
-				delete(c.items, k)
-			}
-		}
-		if len(c.items) >= catalogCacheSize {
-			clear(c.items)
+	c.make()
+	c.items[id] = cachedCatalog{p: p, b: b, at: readAt, seen: readAt}
+}
+
+// page is the page e answers.
+func (e cachedCatalog) page() products.Product {
+	p := e.p
+	if !e.whole {
+		p.Stock, p.Version = e.b.Units, p.Version+e.b.Version
+	}
+	return p
+}
+
+// putPage keeps p, the whole page of id (a product of several buckets)
+// whose catalog item was at version catalog, as read from readAt on, for
+// the repeat window, on the same terms as put.
+func (c *catalogCache) putPage(id string, p products.Product, catalog int64, readAt time.Time, gen uint64) {
+	if c == nil || c.repeat <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes != gen || catalog < c.least[id] {
+		return
+	}
+	c.make()
+	c.items[id] = cachedCatalog{p: p, whole: true, at: readAt, seen: readAt}
+}
+
+// make makes room for an entry. Callers hold c.mu.
+func (c *catalogCache) make() {
+	if len(c.items) < catalogCacheSize {
+		return
+	}
+	for k, e := range c.items {
+		if time.Since(e.at) >= c.ttl {
+			delete(c.items, k)
 		}
 	}
-	c.items[id] = cachedCatalog{p: p, b: b, at: readAt}
+	if len(c.items) >= catalogCacheSize {
+		clear(c.items)
+	}
+}
+
+// fresh says whether e's bucket was found as cached within the repeat
+// window: the page may be answered again with no read.
+func (c *catalogCache) fresh(e cachedCatalog) bool {
+	return c != nil && c.repeat > 0 && time.Since(e.seen) < c.repeat
+}
+
+// confirm records that a read of id's bucket that began at readAt found it
+// as cached.
+func (c *catalogCache) confirm(id string, b bucket, readAt time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[id]; ok && e.b == b && readAt.After(e.seen) {
+		e.seen = readAt
+		c.items[id] = e
+	}
+}
+
+// sold records that this instance sold from id's stock: its next page
+// reads the bucket, so that the sale shows there at once.
+func (c *catalogCache) sold(id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[id]; ok {
+		e.seen = time.Time{}
+		c.items[id] = e
+	}
 }
 
 // forget drops id: this instance is writing its catalog item.

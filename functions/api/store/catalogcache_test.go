@@ -54,7 +54,8 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	db := stacktest.DynamoDB(t)
 	ttl := 400 * time.Millisecond
 	counted := &reads{DB: db, table: tables.Physical(prefix, tables.Products)}
-	here := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: ttl})
+	// Every page reads its bucket here: the repeat window has a test of its own.
+	here := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: ttl, PageRepeat: -1})
 	there := store.New(db, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: -1})
 	p, err := here.CreateProduct(ctx, products.New{Name: "Kettle", Description: "Boils", Category: "kitchen", PriceCents: ptr[int64](500), Stock: ptr[int64](10)})
 	if err != nil {
@@ -144,6 +145,125 @@ func TestProductPageReusesTheCatalogItem(t *testing.T) {
 	if _, err := here.GetProduct(ctx, p.ProductID); err == nil {
 		t.Error("a product deleted elsewhere is still served")
 	}
+}
+
+// allReads counts every read a store makes, of any table.
+type allReads struct {
+	store.DB
+	n atomic.Int64
+}
+
+func (r *allReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	r.n.Add(1)
+	return r.DB.GetItem(ctx, in, opts...)
+}
+
+func (r *allReads) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	r.n.Add(1)
+	return r.DB.BatchGetItem(ctx, in, opts...)
+}
+
+func (r *allReads) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	r.n.Add(1)
+	return r.DB.TransactGetItems(ctx, in, opts...)
+}
+
+// TestProductPageRepeatedWithinItsWindow: once a read found a page's
+// bucket as cached, the page is answered again with no read at all for the
+// repeat window; a sale on another instance shows on the first page after
+// it, and one on this instance on its very next page. The same for a
+// product of several buckets, whose page is repeated whole.
+func TestProductPageRepeatedWithinItsWindow(t *testing.T) {
+	t.Run("one bucket", func(t *testing.T) { testPageRepeated(t, 1) })
+	t.Run("four buckets", func(t *testing.T) { testPageRepeated(t, 4) })
+}
+
+func testPageRepeated(t *testing.T, buckets int) {
+	ctx := context.Background()
+	prefix := stacktest.Tables(t)
+	db := stacktest.DynamoDB(t)
+	repeat := time.Second
+	counted := &allReads{DB: db}
+	here := store.New(counted, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: time.Minute, PageRepeat: repeat})
+	there := store.New(db, store.Config{Tables: store.TablesWithPrefix(prefix), CatalogCacheTTL: -1})
+	p, err := here.CreateProduct(ctx, products.New{Name: "Kettle", Description: "Boils", Category: "kitchen", PriceCents: ptr[int64](500), Stock: ptr[int64](10), StockBuckets: ptr(buckets)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"near", "far"} {
+		if _, err := there.CreateUser(ctx, u, users.New{Email: u + "@example.com", Name: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(store.OwnReads) // past this instance's strongly consistent reads of its own product
+	page := func(what string, reads, stock int64) {
+		t.Helper()
+		before := counted.n.Load()
+		got, err := here.GetProduct(ctx, p.ProductID)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := counted.n.Load() - before; n != reads || got.Stock != stock {
+			t.Errorf("%s: %d reads, stock %d; want %d reads, stock %d", what, n, got.Stock, reads, stock)
+		}
+	}
+	// A full read: one request for one bucket (the pair), two for several
+	// (the pair, then every bucket as of one instant).
+	full := int64(1)
+	if buckets > 1 {
+		full = 2
+	}
+	page("first page", full, 10)
+	page("page within the window", 0, 10)
+
+	sale := func(st *store.Store, user string) {
+		t.Helper()
+		if _, err := st.PlaceOrder(ctx, user, orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		settle()
+	}
+	// Another instance sells: this one repeats its page until the window
+	// ends, then reads the bucket, finds it moved, and reads both items.
+	start := time.Now()
+	sale(there, "far")
+	if time.Since(start) < repeat/2 {
+		page("page after a sale elsewhere, within the window", 0, 10)
+	}
+	// One bucket: a read of the bucket finds it moved, then the full read.
+	check := int64(1)
+	if buckets > 1 {
+		check = 0
+	}
+	time.Sleep(repeat)
+	page("page after the window", check+full, 9)
+	page("page within the next window", 0, 9)
+
+	// This instance sells: its next page reads.
+	sale(here, "near")
+	page("page after its own sale", check+full, 8)
+	page("page within the window after it", 0, 8)
+
+	// This instance's own write shows at once.
+	if _, err := here.PatchProduct(ctx, p.ProductID, products.Patch{Description: ptr("Brews")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := counted.n.Load()
+	if got, err := here.GetProduct(ctx, p.ProductID); err != nil || got.Description != "Brews" {
+		t.Errorf("page after its own PATCH: %q, %v; want Brews", got.Description, err)
+	}
+	if counted.n.Load() == before {
+		t.Error("page after its own PATCH: repeated with no read")
+	}
+	if buckets > 1 {
+		return
+	}
+	// One bucket: a read that finds the bucket as cached opens a new window.
+	time.Sleep(store.OwnReads)
+	page("page past its own reads", full, 8)
+	time.Sleep(repeat)
+	page("page after a quiet window", 1, 8)
+	page("page within the window it opened", 0, 8)
 }
 
 // switchable is a DB whose eventually consistent catalog reads can be made

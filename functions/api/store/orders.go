@@ -363,6 +363,9 @@ func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, pl
 	}
 
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.actions})
+	for _, l := range o.Lines {
+		s.catalogs.sold(l.ProductID) // whatever the answer: it may have committed
+	}
 	if err == nil {
 		return o, placed, nil
 	}
@@ -669,6 +672,9 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 			actions = append(actions, s.restock(l.ProductID, at, int64(l.Quantity)))
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		for _, l := range o.Lines {
+			s.catalogs.sold(l.ProductID)
+		}
 		if err == nil {
 			// The order as the transaction left it, without a read that
 			// could fail after the commit: a cancel that happened is

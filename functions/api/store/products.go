@@ -22,9 +22,17 @@ func productKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: id}}
 }
 
-func decodeProduct(item map[string]types.AttributeValue) (products.Product, error) {
+// productIDOf is the productId an item holds, for a log line.
+func productIDOf(item map[string]types.AttributeValue) string {
+	if v, ok := item["productId"].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func (s *Store) decodeProduct(ctx context.Context, item map[string]types.AttributeValue) (products.Product, error) {
 	var p products.Product
-	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
+	if err := attributevalue.UnmarshalMap(s.readable(ctx, "productId", productIDOf(item), item, productCounters), &p); err != nil {
 		return products.Product{}, err
 	}
 	// A catalog item of shape 1 has no stockBuckets: its stock is one
@@ -100,7 +108,18 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// moved, or is gone, sends the page to the full read below, which reads
 	// both items in one request as before (a second read of the catalog item
 	// after the bucket would widen the window in which the two disagree).
-	if c, ok := s.catalogs.get(id); ok {
+	//
+	// Within the repeat window of a read that found the bucket as it was
+	// (or, for a product of several buckets, of the read of them all), the
+	// same page again, with no read: a sale made on another instance shows
+	// at most that much later (a public read is eventually consistent; this
+	// instance's own writes and sales show at once).
+	c, cached := s.catalogs.get(id)
+	if cached && s.catalogs.fresh(c) {
+		return c.page(), nil
+	}
+	if cached && !c.whole {
+		readAt := time.Now()
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, 0)})
 		if err != nil {
 			return products.Product{}, fmt.Errorf("get product %s: %w", id, classify(err))
@@ -111,6 +130,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 			}
 			if b == c.b {
+				s.catalogs.confirm(id, b, readAt)
 				p := c.p
 				p.Stock, p.Version = b.Units, p.Version+b.Version
 				return p, nil
@@ -131,7 +151,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	if catalog == nil {
 		return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
 	}
-	p, err := decodeProduct(catalog)
+	p, err := s.decodeProduct(ctx, catalog)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 	}
@@ -148,7 +168,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 		if catalog == nil {
 			return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
 		}
-		if p, err = decodeProduct(catalog); err != nil {
+		if p, err = s.decodeProduct(ctx, catalog); err != nil {
 			return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 		}
 	}
@@ -186,7 +206,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 			if catalog == nil {
 				return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
 			}
-			if p, err = decodeProduct(catalog); err != nil {
+			if p, err = s.decodeProduct(ctx, catalog); err != nil {
 				return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 			}
 			if bucketsOf(p) == n {
@@ -205,8 +225,10 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	if len(bs) > 0 && bs[0].straddles(n) {
 		return s.pageAtOnce(ctx, id, bs[0].Of)
 	}
+	catalogVersion := p.Version
 	p.Stock = stock.Sum(unitsOf(bs)) + catalogStock(p)
 	p.Version += versions(bs)
+	s.catalogs.putPage(id, p, catalogVersion, readAt, gen)
 	return p, nil
 }
 
@@ -255,7 +277,7 @@ func (s *Store) getProduct(ctx context.Context, id string, consistent bool) (pro
 	if out.Item == nil {
 		return products.Product{}, errcode.Errorf(errcode.NotFound, "product %s not found", id)
 	}
-	p, err := decodeProduct(out.Item)
+	p, err := s.decodeProduct(ctx, out.Item)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
 	}
@@ -547,7 +569,7 @@ func (s *Store) ListProductsByCategory(ctx context.Context, category string, lim
 	}
 	items := make([]products.Product, 0, len(out.Items))
 	for _, it := range out.Items {
-		p, err := decodeProduct(it)
+		p, err := s.decodeProduct(ctx, it)
 		if err != nil {
 			return Page[products.Product]{}, fmt.Errorf("list category %s: %w", category, err)
 		}
@@ -605,7 +627,7 @@ func (s *Store) getProductsAndUser(ctx context.Context, ids []string, userID str
 				found = true
 				return nil
 			}
-			p, err := decodeProduct(it)
+			p, err := s.decodeProduct(ctx, it)
 			if err != nil {
 				return fmt.Errorf("get products: %w", err)
 			}

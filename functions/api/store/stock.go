@@ -177,7 +177,7 @@ func (s *Store) productAtOnce(ctx context.Context, id string, n int) (p products
 		if catalog == nil {
 			return products.Product{}, nil, false, nil
 		}
-		if p, err = decodeProduct(catalog); err != nil {
+		if p, err = s.decodeProduct(ctx, catalog); err != nil {
 			return products.Product{}, nil, false, fmt.Errorf("read stock of %s: %w", id, err)
 		}
 		if bucketsOf(p) == n {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -69,6 +70,12 @@ type Config struct {
 	// (default DefaultCatalogCacheTTL; negative: never). Within it a page
 	// reads only the product's stock bucket.
 	CatalogCacheTTL time.Duration
+	// PageRepeat is how long, within CatalogCacheTTL, a page whose bucket
+	// a read found as cached is answered again with no read (default
+	// DefaultPageRepeat; negative: every page reads its bucket).
+	PageRepeat time.Duration
+	// Logger takes what the store tells an operator (default: discarded).
+	Logger *slog.Logger
 }
 
 // Store reads and writes shopstream's tables.
@@ -106,11 +113,17 @@ func New(db DB, cfg Config) *Store {
 	if cfg.CatalogCacheTTL == 0 {
 		cfg.CatalogCacheTTL = DefaultCatalogCacheTTL
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PageRepeat == 0 {
+		cfg.PageRepeat = DefaultPageRepeat
+	}
 	s := &Store{
 		cfg:      cfg,
 		t:        cfg.Tables,
 		rnd:      rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed)),
-		catalogs: newCatalogCache(cfg.CatalogCacheTTL),
+		catalogs: newCatalogCache(cfg.CatalogCacheTTL, cfg.PageRepeat),
 	}
 	s.db = metered{conflicts{DB: db, s: s}}
 	return s

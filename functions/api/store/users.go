@@ -112,7 +112,7 @@ func (s *Store) getUser(ctx context.Context, id string, consistent bool) (users.
 		return users.User{}, errcode.Errorf(errcode.NotFound, "user %s not found", id)
 	}
 	var u users.User
-	if err := attributevalue.UnmarshalMap(out.Item, &u); err != nil {
+	if err := attributevalue.UnmarshalMap(s.readable(ctx, "userId", id, out.Item, userCounters), &u); err != nil {
 		return users.User{}, fmt.Errorf("get user %s: %w", id, err)
 	}
 	return u, nil

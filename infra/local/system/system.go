@@ -247,7 +247,7 @@ func (s *System) api(getenv func(string) string, cfg Config) (apigw.Invoker, err
 	// quota for all, which is no kinder.
 	s.apiEnvironments = newEnvironments(func() apigw.Invoker {
 		return httpapi.New(httpapi.Deps{
-			Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention}),
+			Store:   store.New(db, store.Config{Tables: apiCfg.Tables, CartTTL: apiCfg.CartTTL, OrderRetention: apiCfg.OrderRetention, Logger: logger}),
 			Cursors: cursor.NewSigner(apiCfg.CursorSecret),
 			Search:  &productsearch.Client{URL: apiCfg.SearchURL, HTTP: search},
 			Logger:  logger,
