@@ -56,6 +56,9 @@ func reindexCommand(ctx context.Context, t *target.Target, args []string, e env)
 	for _, f := range rep.Failed {
 		fmt.Fprintf(e.stdout, "failed: %s\n", f)
 	}
+	for _, u := range rep.Unreadable {
+		fmt.Fprintf(e.stdout, "unreadable: %s (make audit REPAIR=1 sets it; the indexer then writes the document again)\n", u)
+	}
 	for _, r := range rep.Raised {
 		fmt.Fprintf(e.stdout, "raised: %s (the index held a version the table never wrote)\n", r)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/stock"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -32,7 +33,7 @@ func productIDOf(item map[string]types.AttributeValue) string {
 
 func (s *Store) decodeProduct(ctx context.Context, item map[string]types.AttributeValue) (products.Product, error) {
 	var p products.Product
-	if err := attributevalue.UnmarshalMap(s.readable(ctx, "productId", productIDOf(item), item, productCounters), &p); err != nil {
+	if err := attributevalue.UnmarshalMap(s.readable(ctx, facts.Product, "productId", productIDOf(item), item), &p); err != nil {
 		return products.Product{}, err
 	}
 	// A catalog item of shape 1 has no stockBuckets: its stock is one

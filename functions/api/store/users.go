@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/shapes"
 	"github.com/shopstream/shopstream/shared/users"
 )
@@ -112,7 +113,7 @@ func (s *Store) getUser(ctx context.Context, id string, consistent bool) (users.
 		return users.User{}, errcode.Errorf(errcode.NotFound, "user %s not found", id)
 	}
 	var u users.User
-	if err := attributevalue.UnmarshalMap(s.readable(ctx, "userId", id, out.Item, userCounters), &u); err != nil {
+	if err := attributevalue.UnmarshalMap(s.readable(ctx, facts.User, "userId", id, out.Item), &u); err != nil {
 		return users.User{}, fmt.Errorf("get user %s: %w", id, err)
 	}
 	return u, nil

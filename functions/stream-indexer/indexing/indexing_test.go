@@ -130,6 +130,26 @@ func TestMalformedRecordIsAnItemFailure(t *testing.T) {
 	}
 }
 
+// TestUnreadableCounterIsIndexedAsNoneCounted: a catalog item whose counter
+// is not an integer (a hand edit) is indexed with that counter as none
+// counted, as the API shows it, not failed: failed, every later change of
+// the product would fail as well, and a replay of the batch could never
+// succeed.
+func TestUnreadableCounterIsIndexedAsNoneCounted(t *testing.T) {
+	c := searchService(t)
+	h := indexing.New(indexing.Deps{Search: c})
+	img := productImage("p5", "Sieve", 3, 2, 9)
+	img["unitsSold"] = events.NewStringAttribute("lots")
+	img["reviewCount"] = events.NewNumberAttribute("1.5")
+	if f := handle(t, h, record("MODIFY", nil, img)); len(f) != 0 {
+		t.Fatalf("failures: %v, want none", f)
+	}
+	d, ok := get(t, c, "p5")
+	if !ok || d.Name != "Sieve" || d.Version != 3 || d.UnitsSold != 0 || d.ReviewCount != 0 || d.RatingAverage != nil {
+		t.Errorf("document: %+v (found %v), want Sieve at version 3 with the unreadable counters as none counted", d, ok)
+	}
+}
+
 func TestUnreachableSearchFailsTheBatch(t *testing.T) {
 	c, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{"http://127.0.0.1:1"}, MaxRetries: 1}})
 	if err != nil {

@@ -133,10 +133,7 @@ const (
 
 // Counters lists the counters of each kind, as stored (docs/contract.md#3-counters; the
 // product's ratingAverage is ratingTotal / reviewCount).
-var Counters = map[Kind][]string{
-	User:    {"orderCount", "lifetimeSpendCents", "reviewCount"},
-	Product: {"reviewCount", "ratingTotal", "unitsSold"},
-}
+var Counters = facts.Counters
 
 // Item names one counter item: a user or a product.
 type Item = facts.Item

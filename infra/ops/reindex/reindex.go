@@ -29,6 +29,7 @@ import (
 	"github.com/shopstream/shopstream/infra/ops/progress"
 	"github.com/shopstream/shopstream/infra/ops/scan"
 	"github.com/shopstream/shopstream/shared/ddbcall"
+	"github.com/shopstream/shopstream/shared/facts"
 	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/productsearch"
 )
@@ -82,6 +83,11 @@ type Report struct {
 	Deleted int
 	// Failed lists the documents the service refused for another reason.
 	Failed []string
+	// Unreadable names the products indexed with a counter taken as none
+	// counted, since it holds no integer (facts.Readable), as the API and
+	// the indexer show it: make audit REPAIR=1 sets it, then the indexer
+	// follows.
+	Unreadable []string
 }
 
 // Run rebuilds the index.
@@ -296,12 +302,20 @@ func (r *run) index(ctx context.Context, items []map[string]types.AttributeValue
 	var sent []int64
 	var actions [][]byte
 	for _, item := range items {
+		item, bad := facts.Readable(facts.Product, item)
 		var p products.Product
 		if err := attributevalue.UnmarshalMap(item, &p); err != nil || p.ProductID == "" || p.Version < 1 {
 			r.mu.Lock()
 			r.rep.Failed = append(r.rep.Failed, fmt.Sprintf("%s: product item without productId or version (%v)", p.ProductID, err))
 			r.mu.Unlock()
 			continue
+		}
+		if len(bad) > 0 {
+			r.mu.Lock()
+			for _, u := range bad {
+				r.rep.Unreadable = append(r.rep.Unreadable, fmt.Sprintf("%s: %s holds %s, indexed as none counted", p.ProductID, u.Name, u.Holds))
+			}
+			r.mu.Unlock()
 		}
 		meta, _ := json.Marshal(map[string]any{"index": map[string]any{"_id": p.ProductID, "version": p.Version, "version_type": "external_gte"}})
 		doc, err := json.Marshal(productsearch.DocumentOf(p))
@@ -382,7 +396,8 @@ func (r *run) raise(ctx context.Context, id string, held int64) (res bulkItem, r
 		if out.Item == nil {
 			return bulkItem{}, false, nil
 		}
-		if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil || p.Version < 1 {
+		item, _ := facts.Readable(facts.Product, out.Item)
+		if err := attributevalue.UnmarshalMap(item, &p); err != nil || p.Version < 1 {
 			return bulkItem{}, false, nil // counted as failed by the scan
 		}
 		if p.Version >= held {

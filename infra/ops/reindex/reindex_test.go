@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/opensearch-project/opensearch-go/v4"
@@ -451,5 +453,35 @@ func TestReindexRaisesATableBehindItsIndex(t *testing.T) {
 	// A second reindex finds nothing to raise.
 	if rep := f.reindex(); len(rep.Raised) != 0 {
 		t.Errorf("second reindex raised %v, want none", rep.Raised)
+	}
+}
+
+// TestReindexIndexesAnUnreadableCounterAsNoneCounted: a product whose counter
+// holds no integer (a hand edit) is indexed with it as none counted, as the
+// indexer and the API show it, and named in the report for the operator,
+// instead of being left out of the index as failed.
+func TestReindexIndexesAnUnreadableCounterAsNoneCounted(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ids := f.catalog(3)
+	f.idle()
+	if _, err := f.sys.DynamoDB().UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(tables.Physical(f.prefix, tables.Products)),
+		Key:                       map[string]types.AttributeValue{"productId": &types.AttributeValueMemberS{Value: ids[1]}},
+		UpdateExpression:          aws.String("SET unitsSold = :u"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberS{Value: "lots"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.idle()
+	if status, raw := f.do("DELETE", "/products", ""); status != 200 {
+		t.Fatalf("drop index: %d %s", status, raw)
+	}
+	rep := f.reindex()
+	if rep.Indexed != len(ids) || len(rep.Unreadable) != 1 || !strings.Contains(rep.Unreadable[0], ids[1]) || !strings.Contains(rep.Unreadable[0], "unitsSold") {
+		t.Errorf("report %+v: want %d indexed and %s's unitsSold named unreadable", rep, len(ids), ids[1])
+	}
+	if d := f.doc(ids[1]); d == nil || d.UnitsSold != 0 {
+		t.Errorf("document of %s: %+v, want it indexed with unitsSold 0", ids[1], d)
 	}
 }
