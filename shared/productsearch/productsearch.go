@@ -65,18 +65,30 @@ func DocumentOf(p products.Product) Document {
 		PriceCents: p.PriceCents, RatingAverage: p.RatingAverage, ReviewCount: p.ReviewCount, UnitsSold: p.UnitsSold, Version: p.Version}
 }
 
-// Query is one search.
+// Query is one search. Its hits come best match first, and hits of one
+// score by product id, so that a hit's place is its own: After, the last
+// hit of the page before, takes the hits after it (search_after), and From
+// is ignored then.
 type Query struct {
 	Text     string
 	Category string
 	From     int
 	Size     int
+	After    *Place
+}
+
+// Place is where a hit sorts: its score and its product id.
+type Place struct {
+	Score     float64 `json:"score"`
+	ProductID string  `json:"id"`
 }
 
 // Result is one page of hits and the total number of matches.
 type Result struct {
 	Total int
 	Hits  []Document
+	// Last is the place of the page's last hit (nil when it has none).
+	Last *Place
 }
 
 // Client searches the index at URL (e.g. http://127.0.0.1:9200).
@@ -89,16 +101,54 @@ type Client struct {
 }
 
 // Search runs q. Codes: Unavailable (the search service failed).
+//
+// A score is relative to the index as it is: every document indexed or
+// deleted moves the scores of all the others (BM25's term and length
+// statistics), so the score a page ended on says little a refresh later.
+// A page after q.After therefore first reads that hit's score now (the same
+// query, filtered to its product id) and goes on after it: a product indexed
+// or deleted between two pages neither repeats a hit nor skips one, unless
+// it changes the order of the hits themselves. A hit gone since goes on
+// after the score it had.
 func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
-	must := map[string]any{"multi_match": map[string]any{"query": q.Text, "fields": []string{"name^3", "description", "category"}}}
-	boolQ := map[string]any{"must": []any{must}}
-	if q.Category != "" {
-		boolQ["filter"] = []any{map[string]any{"term": map[string]any{"category": q.Category}}}
+	query := func(only string) map[string]any {
+		must := map[string]any{"multi_match": map[string]any{"query": q.Text, "fields": []string{"name^3", "description", "category"}}}
+		boolQ := map[string]any{"must": []any{must}}
+		var filter []any
+		if q.Category != "" {
+			filter = append(filter, map[string]any{"term": map[string]any{"category": q.Category}})
+		}
+		if only != "" {
+			filter = append(filter, map[string]any{"term": map[string]any{"productId": only}})
+		}
+		if filter != nil {
+			boolQ["filter"] = filter
+		}
+		return map[string]any{"bool": boolQ}
 	}
-	body, err := json.Marshal(map[string]any{
-		"from": q.From, "size": q.Size,
-		"query": map[string]any{"bool": boolQ},
-	})
+	req := map[string]any{
+		"size":  q.Size,
+		"query": query(""),
+		"sort":  []any{map[string]any{"_score": "desc"}, map[string]any{"productId": "asc"}},
+	}
+	if after := q.After; after != nil {
+		now, err := c.run(ctx, map[string]any{"size": 1, "query": query(after.ProductID), "sort": req["sort"]})
+		if err != nil {
+			return Result{}, err
+		}
+		if now.Last != nil && now.Last.ProductID == after.ProductID {
+			after = now.Last
+		}
+		req["search_after"] = []any{after.Score, after.ProductID}
+	} else {
+		req["from"] = q.From
+	}
+	return c.run(ctx, req)
+}
+
+// run sends one search and reads its answer.
+func (c *Client) run(ctx context.Context, req map[string]any) (Result, error) {
+	body, err := json.Marshal(req)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -106,13 +156,13 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 	if index == "" {
 		index = Index
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/"+index+"/_search", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/"+index+"/_search", bytes.NewReader(body))
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Content-Type", "application/json")
 	if c.Sign != nil {
-		if err := c.Sign(req, body); err != nil {
+		if err := c.Sign(hr, body); err != nil {
 			return Result{}, fmt.Errorf("search: sign: %w", err)
 		}
 	}
@@ -120,7 +170,7 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	resp, err := hc.Do(req)
+	resp, err := hc.Do(hr)
 	if err != nil {
 		return Result{}, unavailable(err)
 	}
@@ -143,6 +193,7 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 			Hits []struct {
 				ID     string   `json:"_id"`
 				Source Document `json:"_source"`
+				Sort   []any    `json:"sort"`
 			} `json:"hits"`
 		} `json:"hits"`
 	}
@@ -156,6 +207,22 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 			d.ProductID = h.ID
 		}
 		res.Hits = append(res.Hits, d)
+	}
+	if n := len(out.Hits.Hits); n > 0 {
+		last := out.Hits.Hits[n-1].Sort
+		var score float64
+		var id string
+		ok := len(last) == 2
+		if ok {
+			score, ok = last[0].(float64)
+		}
+		if ok {
+			id, ok = last[1].(string)
+		}
+		if !ok {
+			return Result{}, fmt.Errorf("search: decode response: sort values %v, want a score and a product id", last)
+		}
+		res.Last = &Place{Score: score, ProductID: id}
 	}
 	return res, nil
 }

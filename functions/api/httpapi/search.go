@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -19,9 +20,14 @@ type Searcher interface {
 // MaxQueryLen bounds the q parameter of /search.
 const MaxQueryLen = 200
 
-// searchPosition is where a search page stopped: the offset of the next hit.
+// searchPosition is where a search page stopped: the place of its last hit
+// (the next page goes on after it, whatever was indexed between the two),
+// and the offset of the next hit, which bounds the list at MaxWindow hits
+// and is what a cursor without a place (one of a release before 0.18.0)
+// goes on from. A release before 0.18.0 reads the offset alone.
 type searchPosition struct {
-	From int `json:"from"`
+	From  int                  `json:"from"`
+	After *productsearch.Place `json:"after,omitempty"`
 }
 
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
@@ -43,7 +49,8 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	}
 	var pos searchPosition
 	if len(p.raw) > 0 {
-		if err := jsonUnmarshal(p.raw, &pos); err != nil || pos.From < 0 || pos.From >= productsearch.MaxWindow {
+		if err := jsonUnmarshal(p.raw, &pos); err != nil || pos.From < 0 || pos.From >= productsearch.MaxWindow ||
+			(pos.After != nil && (pos.After.ProductID == "" || math.IsNaN(pos.After.Score) || math.IsInf(pos.After.Score, 0))) {
 			f.Add("cursor", "not a cursor of this list")
 		}
 	}
@@ -54,13 +61,13 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 		return errcode.Errorf(errcode.Unavailable, "search is not configured")
 	}
 	size := min(p.limit, productsearch.MaxWindow-pos.From)
-	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: size})
+	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: size, After: pos.After})
 	if err != nil {
 		return err
 	}
 	out := list[productsearch.Document]{Items: res.Hits}
 	if next := pos.From + len(res.Hits); len(res.Hits) == size && next < res.Total && next < productsearch.MaxWindow {
-		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next})
+		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: res.Last})
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ func TestSearch(t *testing.T) {
 	e := newEnv(t)
 	url := stacktest.Stack(t).SearchURL
 	index := strings.TrimSuffix(e.prefix, "-") + "-products"
+	createIndex(t, url, index)
 	var bulk strings.Builder
 	for i, d := range []struct{ name, category string }{
 		{"Red kettle", "kitchen"}, {"Blue kettle", "kitchen"}, {"Kettle bell", "sport"}, {"Green mug", "kitchen"},
@@ -61,4 +62,103 @@ func TestSearch(t *testing.T) {
 	}
 	want(t, e.do("GET", "/search", anonymous, nil), 400, "validation")
 	want(t, e.do("GET", "/search?q=kettle&category=sport&cursor="+e.do("GET", "/search?q=kettle&limit=1", anonymous, nil).str("nextCursor"), anonymous, nil), 400, "validation")
+}
+
+// TestSearchPagesNeverRepeatAHit: a product indexed between two pages, above
+// the hits already shown, neither repeats the last hit of the first page on
+// the second nor pushes a hit past both: the second page goes on after the
+// last hit it was given (search_after on the score and the product id), not
+// after a count of hits.
+func TestSearchPagesNeverRepeatAHit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := stacktest.Stack(t).SearchURL
+	index := strings.TrimSuffix(e.prefix, "-") + "-products"
+	createIndex(t, url, index)
+	bulk := func(docs ...string) {
+		t.Helper()
+		var b strings.Builder
+		for _, d := range docs {
+			id := strings.ToLower(strings.ReplaceAll(d, " ", "-"))
+			fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
+			fmt.Fprintf(&b, `{"productId":%q,"name":%q,"description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id, d)
+		}
+		resp, err := http.Post(url+"/"+index+"/_bulk?refresh=true", "application/x-ndjson", strings.NewReader(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("bulk: got status %d", resp.StatusCode)
+		}
+	}
+	// Four hits of one score: the product id orders them.
+	bulk("Kettle a", "Kettle b", "Kettle c", "Kettle d")
+	e.h = httpapi.New(httpapi.Deps{
+		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
+		Search: &productsearch.Client{URL: url, Index: index},
+	})
+	ids := func(r response) []string {
+		var out []string
+		for _, it := range r.items() {
+			out = append(out, fmt.Sprint(it["productId"]))
+		}
+		return out
+	}
+	first := e.do("GET", "/search?q=kettle&limit=2", anonymous, nil)
+	want(t, first, 200)
+	if got := ids(first); fmt.Sprint(got) != "[kettle-a kettle-b]" {
+		t.Fatalf("first page %v, want kettle-a and kettle-b (one score, by id)", got)
+	}
+	// A better match arrives before the second page.
+	bulk("Kettle kettle")
+	second := e.do("GET", "/search?q=kettle&limit=2&cursor="+first.str("nextCursor"), anonymous, nil)
+	want(t, second, 200)
+	if got := ids(second); fmt.Sprint(got) != "[kettle-c kettle-d]" {
+		t.Errorf("second page %v, want kettle-c and kettle-d: after the last hit shown, none repeated, none skipped", got)
+	}
+
+	// A hit of the first page is deleted before the second: nothing is
+	// skipped (an offset would skip kettle-c).
+	one := e.do("GET", "/search?q=kettle&limit=2", anonymous, nil)
+	if got := ids(one); fmt.Sprint(got) != "[kettle-kettle kettle-a]" {
+		t.Fatalf("first page %v, want kettle-kettle and kettle-a", got)
+	}
+	resp, err := http.Post(url+"/"+index+"/_bulk?refresh=true", "application/x-ndjson",
+		strings.NewReader(`{"delete":{"_id":"kettle-kettle","version":2,"version_type":"external_gte"}}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	two := e.do("GET", "/search?q=kettle&limit=2&cursor="+one.str("nextCursor"), anonymous, nil)
+	if got := ids(two); fmt.Sprint(got) != "[kettle-b kettle-c]" {
+		t.Errorf("page after a deletion %v, want kettle-b and kettle-c", got)
+	}
+
+	// A cursor of a release before 0.18.0 holds the offset alone, and still
+	// goes on from it.
+	old, err := cursor.NewSigner([]byte(testSecret)).Encode("GET /search\n/search\nq=kettle", map[string]int{"from": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := e.do("GET", "/search?q=kettle&limit=2&cursor="+old, anonymous, nil)
+	want(t, three, 200)
+	if got := ids(three); fmt.Sprint(got) != "[kettle-d]" || three.json["nextCursor"] != nil {
+		t.Errorf("page of an offset cursor %v (%s), want kettle-d, the last", got, three.Body)
+	}
+}
+
+// createIndex creates index with the mapping the indexer gives it.
+func createIndex(t *testing.T, url, index string) {
+	t.Helper()
+	req, _ := http.NewRequest("PUT", url+"/"+index, strings.NewReader(productsearch.Mapping))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("create index %s: got status %d", index, resp.StatusCode)
+	}
 }

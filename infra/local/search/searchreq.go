@@ -2,6 +2,7 @@ package search
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -41,6 +42,9 @@ type searchParams struct {
 	version     bool
 	seqNo       bool
 	totalAsInt  bool
+	// after is search_after: the sort values of the last hit a client was
+	// given; the hits that sort strictly after them are served.
+	after []any
 }
 
 // searchBodyKey says how a top-level key of a search body is handled:
@@ -48,11 +52,11 @@ type searchParams struct {
 func searchBodyKey(key string) string {
 	switch key {
 	case "query", "post_filter", "from", "size", "sort", "track_total_hits", "_source",
-		"track_scores", "version", "seq_no_primary_term", "explain":
+		"track_scores", "version", "seq_no_primary_term", "explain", "search_after":
 		return "ok"
 	case "timeout", "profile", "stored_fields", "ext", "search_type":
 		return "ignored"
-	case "aggs", "aggregations", "highlight", "suggest", "search_after", "collapse", "rescore",
+	case "aggs", "aggregations", "highlight", "suggest", "collapse", "rescore",
 		"script_fields", "docvalue_fields", "fields", "indices_boost", "pit", "slice", "min_score",
 		"terminate_after", "knn", "stats", "runtime_mappings", "derived", "verbose_pipeline", "search_pipeline":
 		return "unsupported"
@@ -113,6 +117,14 @@ func parseSearch(q *request, raw []byte, count bool) (*searchParams, *apiError) 
 		}
 		sp.sort = keys
 	}
+	if raw, ok := body["search_after"]; ok {
+		v, _ := decodeValue(raw)
+		list, isList := v.([]any)
+		if !isList {
+			return nil, parsingError("[search_after] must be an array of the sort values of a hit")
+		}
+		sp.after = list
+	}
 	if raw, ok := body["track_total_hits"]; ok {
 		v, _ := decodeValue(raw)
 		if e := sp.setTrackTotal(v); e != nil {
@@ -153,6 +165,16 @@ func parseSearch(q *request, raw []byte, count bool) (*searchParams, *apiError) 
 	}
 	if sp.size < 0 {
 		return nil, illegalArgument("[size] parameter cannot be negative, found [%d]", sp.size)
+	}
+	if len(sp.after) > 0 {
+		switch {
+		case sp.from > 0:
+			return nil, illegalArgument("`from` parameter must be set to 0 when `search_after` is used.")
+		case len(sp.sort) == 0:
+			return nil, illegalArgument("Sort must contain at least one field.")
+		case len(sp.after) != len(sp.sort):
+			return nil, illegalArgument("search_after has %d value(s) but sort has %d.", len(sp.after), len(sp.sort))
+		}
 	}
 	return sp, nil
 }
@@ -509,7 +531,24 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	if e != nil {
 		return 0, e
 	}
-	req := bleve.NewSearchRequestOptions(bq, size, sp.from, false)
+	var after []any
+	if len(sp.after) > 0 && !count {
+		if after, e = afterValues(specs, sp.after); e != nil {
+			return 0, e
+		}
+	}
+	from := sp.from
+	if after != nil {
+		// Every hit, in order, then those after the client's last: the
+		// view is small, and one sort order decides both.
+		all := bleve.NewSearchRequestOptions(bq, 0, 0, false)
+		n, err := ix.view.SearchInContext(q.r.Context(), all)
+		if err != nil {
+			return 0, fmt.Errorf("index %s: search: %w", ix.name, err)
+		}
+		size, from = int(n.Total), 0
+	}
+	req := bleve.NewSearchRequestOptions(bq, size, from, false)
 	req.SortByCustom(order)
 	req.Fields = []string{fieldSource}
 	if sp.version || sp.seqNo {
@@ -518,6 +557,13 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	res, err := ix.view.SearchInContext(q.r.Context(), req) // as of the last refresh
 	if err != nil {
 		return 0, fmt.Errorf("index %s: search: %w", ix.name, err)
+	}
+	if after != nil {
+		i := 0
+		for i < len(res.Hits) && compareSortValues(specs, res.Hits[i], after) <= 0 {
+			i++
+		}
+		res.Hits = res.Hits[i:min(len(res.Hits), i+sp.size)]
 	}
 	shards := shardsInfo{Total: 1, Successful: 1, Skipped: new(0)}
 	if count {
@@ -637,4 +683,122 @@ func validateRegexps(q query.Query) *apiError {
 		}
 	}
 	return nil
+}
+
+// afterValues reads search_after against the sort: a number for _score and
+// numeric fields, a string for _id and keyword fields (a number given for
+// one is read as its text, as OpenSearch does), a boolean or 0/1 for a
+// boolean field, null for a hit that had no value.
+func afterValues(specs []sortSpec, raw []any) ([]any, *apiError) {
+	out := make([]any, len(raw))
+	for i, spec := range specs {
+		v := raw[i]
+		if v == nil {
+			continue
+		}
+		bad := illegalArgument("Failed to parse search_after value for field [%s].", spec.key.field)
+		switch {
+		case spec.key.field == "_score" || spec.kind == kindLong || spec.kind == kindDouble || spec.kind == kindDate:
+			n := comparable(v)
+			if _, isString := n.(string); isString || n == nil {
+				if f, ok := toNumber(v, false); ok {
+					n = f
+				} else {
+					return nil, bad
+				}
+			}
+			out[i] = n
+		case spec.key.field == "_id" || spec.key.field == "_doc" || spec.kind == kindKeyword:
+			switch x := v.(type) {
+			case string:
+				out[i] = x
+			case json.Number:
+				out[i] = string(x)
+			case float64:
+				out[i] = strconv.FormatFloat(x, 'f', -1, 64)
+			default:
+				return nil, bad
+			}
+		case spec.kind == kindBool:
+			if b, ok := toBool(v); ok {
+				out[i] = float64(btoi(b))
+			} else if f, ok := toNumber(v, true); ok {
+				out[i] = f
+			} else {
+				return nil, bad
+			}
+		default:
+			out[i] = v
+		}
+	}
+	return out, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// compareSortValues says whether hit sorts before (< 0), with (0) or after
+// (> 0) the values after (afterValues) in the search's order: each key in
+// its direction, a missing value last unless the key asks for it first.
+func compareSortValues(specs []sortSpec, hit *search.DocumentMatch, after []any) int {
+	for i, spec := range specs {
+		a, b := comparable(sortValue(spec, hit)), after[i]
+		var c int
+		switch {
+		case a == nil && b == nil:
+		case a == nil || b == nil:
+			c = 1
+			if (a == nil) == spec.key.missingFirst {
+				c = -1
+			}
+		default:
+			c = compareValues(a, b)
+			if spec.key.desc {
+				c = -c
+			}
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// comparable is a sort value, a hit's or a client's, as compareValues takes
+// it: a number as float64, which is how the local search orders longs too
+// (docs/local-stack.md, "Approximations"): search_after must agree with the
+// order the pages come in. A string is kept as it is.
+func comparable(v any) any {
+	switch x := v.(type) {
+	case nil, string, float64:
+		return x
+	case int:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case json.Number:
+		if f, err := strconv.ParseFloat(string(x), 64); err == nil {
+			return f
+		}
+		return string(x)
+	}
+	return fmt.Sprint(v)
+}
+
+func compareValues(a, b any) int {
+	fa, aNum := a.(float64)
+	fb, bNum := b.(float64)
+	switch {
+	case aNum && bNum:
+		return cmp.Compare(fa, fb)
+	case aNum:
+		return -1
+	case bNum:
+		return 1
+	}
+	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
 }

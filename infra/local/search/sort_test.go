@@ -221,3 +221,98 @@ func TestOpenSearchErrorsOfBulkAndMappings(t *testing.T) {
 		t.Errorf("invalid mappings: caused_by %v", cause)
 	}
 }
+
+// TestSearchAfterGoesOnAfterTheLastHit: pages taken with search_after (the
+// last hit's sort values) are the pages from/size gives on an index that
+// does not change, for a sort on the score, a keyword, a long past 2^53
+// (ordered as the local search orders longs, as doubles) and a missing value; a document added between pages before the last hit
+// moves nothing; and search_after is refused as OpenSearch refuses it.
+func TestSearchAfterGoesOnAfterTheLastHit(t *testing.T) {
+	h := start(t, "", nil)
+	h.createIndex(t, "things", `{"mappings":{"properties":{"name":{"type":"text"},"k":{"type":"keyword"},"n":{"type":"long"}}}}`)
+	var nd strings.Builder
+	for i := range 9 {
+		n := fmt.Sprintf(`,"n":%d`, 9007199254740992+int64(i%3))
+		if i == 4 {
+			n = "" // no value
+		}
+		fmt.Fprintf(&nd, `{"index":{"_id":"d%d"}}`+"\n"+`{"name":"%s","k":"k%d"%s}`+"\n", i, strings.Repeat("kettle ", 1+i%3), i, n)
+	}
+	h.bulk(t, "things", nd.String())
+
+	for _, sort := range []string{
+		`[{"_score":"desc"},{"k":"asc"}]`,
+		`[{"n":"desc"},{"k":"desc"}]`,
+		`[{"n":{"order":"asc","missing":"_first"}},{"_id":"asc"}]`,
+	} {
+		t.Run(sort, func(t *testing.T) {
+			query := `"query":{"match":{"name":"kettle"}},"sort":` + sort
+			want, _ := h.sortsRaw(t, "things", `{`+query+`,"size":9}`)
+			var got []string
+			after := ""
+			for range 5 {
+				ids, sorts := h.sortsRaw(t, "things", `{`+query+`,"size":2`+after+`}`)
+				got = append(got, ids...)
+				if len(ids) < 2 {
+					break
+				}
+				after = `,"search_after":` + string(sorts[len(sorts)-1])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("pages by search_after %v, want %v", got, want)
+			}
+		})
+	}
+
+	// A document sorting first arrives between two pages: the second page
+	// goes on after the first's last hit.
+	ids, sorts := h.sortsRaw(t, "things", `{"sort":[{"k":"asc"}],"size":3}`)
+	h.bulk(t, "things", `{"index":{"_id":"a0"}}`+"\n"+`{"name":"kettle","k":"a0"}`+"\n")
+	next, _ := h.sortsRaw(t, "things", `{"sort":[{"k":"asc"}],"size":3,"search_after":`+string(sorts[len(sorts)-1])+`}`)
+	if fmt.Sprint(ids, next) != "[d0 d1 d2] [d3 d4 d5]" {
+		t.Errorf("pages around an insert: %v then %v, want [d0 d1 d2] then [d3 d4 d5]", ids, next)
+	}
+
+	for body, want := range map[string]string{
+		`{"sort":[{"k":"asc"}],"from":1,"search_after":["k1"]}`:    "`from` parameter must be set to 0 when `search_after` is used.",
+		`{"search_after":["k1"]}`:                                  "Sort must contain at least one field.",
+		`{"sort":[{"k":"asc"},{"n":"asc"}],"search_after":["k1"]}`: "search_after has 1 value(s) but sort has 2.",
+		`{"sort":[{"n":"asc"}],"search_after":["many"]}`:           "Failed to parse search_after value for field [n].",
+	} {
+		status, out := h.raw(t, "POST", "/things/_search", body)
+		if status != 400 || !strings.Contains(fmt.Sprint(out), want) {
+			t.Errorf("%s: %d %v, want 400 saying %q", body, status, out, want)
+		}
+	}
+}
+
+// sortsRaw searches and returns each hit's id and its sort values as the
+// answer holds them.
+func (h *harness) sortsRaw(t *testing.T, index, body string) (ids []string, sorts []json.RawMessage) {
+	t.Helper()
+	resp, err := http.Post(h.url+"/"+index+"/_search", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("search %s: %d %s", body, resp.StatusCode, raw)
+	}
+	var out struct {
+		Hits struct {
+			Hits []struct {
+				ID   string          `json:"_id"`
+				Sort json.RawMessage `json:"sort"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, hit := range out.Hits.Hits {
+		ids = append(ids, hit.ID)
+		sorts = append(sorts, hit.Sort)
+	}
+	return ids, sorts
+}
