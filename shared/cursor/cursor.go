@@ -104,7 +104,9 @@ func (s *Signer) Decode(binding, token string, v any) error {
 	if !ok {
 		return bad()
 	}
-	enc := base64.RawURLEncoding
+	// Strict: the unused low bits of a last character must be zero, so
+	// that a cursor has one spelling and a changed one is refused.
+	enc := base64.RawURLEncoding.Strict()
 	payload, err := enc.DecodeString(p)
 	if err != nil {
 		return bad()

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -119,27 +118,15 @@ func (s *Store) view(ctx context.Context, c carts.Cart) (carts.View, error) {
 		return v, nil
 	}
 	v.ExpiresAt = c.ExpiresAt
+	// The products strongly consistent too: the cart shows each line as
+	// an order from it would take it now, a product deleted, renamed or
+	// repriced a moment ago included (an eventually consistent read could
+	// show a line available whose order is refused, or a price the order
+	// does not charge). 1 RRU a product of up to 4 KB instead of 0.5.
 	ids := c.ProductIDs()
-	ps, err := s.getProducts(ctx, ids, false)
+	ps, err := s.getProducts(ctx, ids, true)
 	if err != nil {
 		return carts.View{}, fmt.Errorf("cart %s: %w", c.UserID, err)
-	}
-	// An eventually consistent read may lag a product's creation: a line
-	// whose product it misses is read again strongly consistent before it
-	// is shown unavailable (a cart line just added for a product just
-	// created stays available).
-	var missing []string
-	for _, id := range ids {
-		if _, ok := ps[id]; !ok {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		again, err := s.getProducts(ctx, missing, true)
-		if err != nil {
-			return carts.View{}, fmt.Errorf("cart %s: %w", c.UserID, err)
-		}
-		maps.Copy(ps, again)
 	}
 	for _, id := range ids {
 		l := c.Lines[id]

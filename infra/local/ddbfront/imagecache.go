@@ -85,11 +85,81 @@ func (l *limiter) startWrites(refs []ref, now time.Time) (map[string]imageEntry,
 			hits[r.id] = e
 		}
 		delete(l.imgs, r.id)
+		l.started1(r.id)
 		fl.count++
 		fl.seq++
 		tracks = append(tracks, imageTrack{id: r.id, seq: fl.seq, epoch: l.epoch, exact: exact, readAt: now})
 	}
 	return hits, tracks
+}
+
+// started1 records the start of a write of id. Callers hold l.mu.
+func (l *limiter) started1(id string) {
+	l.starts++
+	if l.started == nil || len(l.started) >= maxImages {
+		l.started, l.startedFloor = map[string]uint64{}, l.starts
+	}
+	l.started[id] = l.starts
+}
+
+// lastStart is the number of the last start of a write of id, or a number
+// at least as high. Callers hold l.mu.
+func (l *limiter) lastStart(id string) uint64 {
+	return max(l.started[id], l.startedFloor)
+}
+
+// readMark is what the image cache knew as a read of whole items began:
+// the writes started so far, the epoch, and the items no write was on.
+type readMark struct {
+	starts, epoch uint64
+	quiet         map[string]bool
+}
+
+// markRead marks the start of a read of the items of refs that the front
+// makes for itself (images).
+func (l *limiter) markRead(refs []ref) readMark {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := readMark{starts: l.starts, epoch: l.epoch, quiet: map[string]bool{}}
+	if l.untracked > 0 {
+		return m
+	}
+	for _, r := range refs {
+		if fl := l.flights[r.id]; fl == nil || fl.count == 0 {
+			m.quiet[r.id] = true
+		}
+	}
+	return m
+}
+
+// keepRead keeps, as images, the items of refs that a read the front made
+// for itself found (items; an absent one is kept as absent), when no write
+// of the item was in flight as the read began (mark) and none started
+// since, and no write the limits could not name was about: the item read is
+// then the item as it is now, as one a write left is. Those the cache gave
+// (have) keep their own age.
+func (l *limiter) keepRead(mark readMark, refs []ref, have map[string]imageEntry, items map[string]map[string]types.AttributeValue, readAt time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.untracked > 0 || l.epoch != mark.epoch {
+		return
+	}
+	for _, r := range refs {
+		if _, cached := have[r.id]; cached || !mark.quiet[r.id] || l.lastStart(r.id) > mark.starts ||
+			(r.kind == "Put" && r.absentIfApplied) { // not read
+			continue
+		}
+		if fl := l.flights[r.id]; fl != nil && fl.count > 0 {
+			continue
+		}
+		if l.imgs == nil {
+			l.imgs, l.flights = map[string]imageEntry{}, map[string]*flight{}
+		}
+		if len(l.imgs) >= maxImages {
+			clear(l.imgs)
+		}
+		l.imgs[r.id] = imageEntry{item: items[r.id], readAt: readAt}
+	}
 }
 
 // cachedImages are the items of refs the image cache holds, as they are
@@ -191,6 +261,9 @@ func (l *limiter) forgetImages(table string) {
 			fl.seq++
 		}
 	}
+	// A read of the table's items under way is not kept either.
+	l.starts++
+	l.startedFloor = l.starts
 }
 
 // beginUntracked drops every image and keeps any write from leaving one

@@ -90,6 +90,110 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	})
 }
 
+// An item the front read whole for itself is kept as an image only when no
+// write of it was in flight as the read began and none started before it
+// ended, and no write the limits could not name was about; an item the read
+// found absent is kept as absent; the items of Puts that were not read are
+// not kept.
+func TestImageKeptFromAQuietRead(t *testing.T) {
+	now := time.Now()
+	it := map[string]types.AttributeValue{"pk": s("a"), "v": n("1")}
+	get := ref{table: "t", id: "t\x00a", kind: "Get"}
+	read := map[string]map[string]types.AttributeValue{get.id: it}
+	cached := func(l *limiter) (map[string]types.AttributeValue, bool) {
+		e, ok := l.cachedImages([]ref{get}, now)[get.id]
+		return e.item, ok
+	}
+	write := func(l *limiter) []imageTrack {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		_, tr := l.startWrites([]ref{{table: "t", id: get.id, kind: "Update"}}, now)
+		return tr
+	}
+	end := func(l *limiter, tr []imageTrack) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.endWrites(tr, false, now)
+	}
+
+	t.Run("quiet", func(t *testing.T) {
+		l := &limiter{}
+		m := l.markRead([]ref{get})
+		l.keepRead(m, []ref{get}, nil, read, now)
+		if got, ok := cached(l); !ok || got["v"].(*types.AttributeValueMemberN).Value != "1" {
+			t.Fatalf("no image of a quiet read: %v %v", got, ok)
+		}
+	})
+	t.Run("absent", func(t *testing.T) {
+		l := &limiter{}
+		m := l.markRead([]ref{get})
+		l.keepRead(m, []ref{get}, nil, nil, now)
+		if got, ok := cached(l); !ok || got != nil {
+			t.Fatalf("an absent item: %v %v, want kept as absent", got, ok)
+		}
+	})
+	t.Run("a write started during the read", func(t *testing.T) {
+		l := &limiter{}
+		m := l.markRead([]ref{get})
+		end(l, write(l))
+		l.keepRead(m, []ref{get}, nil, read, now)
+		if _, ok := cached(l); ok {
+			t.Fatal("an image from a read a write overlapped")
+		}
+	})
+	t.Run("a write in flight as the read began", func(t *testing.T) {
+		l := &limiter{}
+		tr := write(l)
+		m := l.markRead([]ref{get})
+		end(l, tr)
+		l.keepRead(m, []ref{get}, nil, read, now)
+		if _, ok := cached(l); ok {
+			t.Fatal("an image from a read that began while a write was in flight")
+		}
+	})
+	t.Run("a write started past the cache's bound", func(t *testing.T) {
+		l := &limiter{}
+		m := l.markRead([]ref{get})
+		l.mu.Lock()
+		for i := range maxImages {
+			l.started1(string(rune(i)))
+		}
+		l.mu.Unlock()
+		l.keepRead(m, []ref{get}, nil, read, now)
+		if _, ok := cached(l); ok {
+			t.Fatal("an image from a read whose item's starts were forgotten meanwhile")
+		}
+	})
+	t.Run("an untracked write", func(t *testing.T) {
+		l := &limiter{}
+		m := l.markRead([]ref{get})
+		l.beginUntracked()
+		l.endUntracked()
+		l.keepRead(m, []ref{get}, nil, read, now)
+		if _, ok := cached(l); ok {
+			t.Fatal("an image from a read an untracked write overlapped")
+		}
+	})
+	t.Run("a table forgotten", func(t *testing.T) {
+		l := &limiter{}
+		m := l.markRead([]ref{get})
+		l.forgetImages("t")
+		l.keepRead(m, []ref{get}, nil, read, now)
+		if _, ok := cached(l); ok {
+			t.Fatal("an image from a read that overlapped the table's deletion")
+		}
+	})
+	t.Run("a Put not read", func(t *testing.T) {
+		l := &limiter{}
+		put := ref{table: "t", id: get.id, kind: "Put", absentIfApplied: true}
+		m := l.markRead([]ref{put})
+		l.keepRead(m, []ref{put}, nil, nil, now)
+		if _, ok := cached(l); ok {
+			t.Fatal("an image of an item no read looked at")
+		}
+	})
+}
+
 // Reads pass the gate unbounded while no transaction holding its items is
 // about; with one about, at most the limit is in flight, a waiting
 // transaction goes before the requests that waited longer, and a waiter

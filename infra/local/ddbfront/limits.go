@@ -164,6 +164,12 @@ type limiter struct {
 	tokens       map[string]time.Time
 	untracked    int
 	epoch        uint64
+	// starts numbers the starts of writes, of all items together; started
+	// is, by item, the number of its last write's start, and startedFloor
+	// stands for the items started no longer holds (imagecache.go).
+	starts       uint64
+	started      map[string]uint64
+	startedFloor uint64
 }
 
 func newLimiter(cfg Limits, db *dynamodb.Client) *limiter {
@@ -958,7 +964,14 @@ func notExistsOfKey(t tables.Table, cond string, names map[string]string) bool {
 // that apply only where no item is; the image cache gives those it holds
 // (cachedImages).
 func (l *limiter) images(ctx context.Context, refs []ref) (map[string]map[string]types.AttributeValue, error) {
-	return l.imagesOf(ctx, refs, l.cachedImages(refs, time.Now()))
+	now := time.Now()
+	mark := l.markRead(refs)
+	have := l.cachedImages(refs, now)
+	out, err := l.imagesOf(ctx, refs, have)
+	if err == nil {
+		l.keepRead(mark, refs, have, out, now)
+	}
+	return out, err
 }
 
 // imagesOf is images with the items the image cache holds taken from have.

@@ -16,7 +16,7 @@ import (
 // DynamoDB Local serves on the same thread as the code under test. An item
 // whose last write the front saw commit alone is in its image cache, and
 // the read is charged from it with no second read; a front that has not
-// seen the item reads it.
+// seen the item reads it, and keeps what it read.
 func TestProjectedReadsChargedFromTheImageCache(t *testing.T) {
 	writer := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
 	other := stacktest.Dedicated(t, endpoints.Config{TTLSweepInterval: -1})
@@ -52,5 +52,9 @@ func TestProjectedReadsChargedFromTheImageCache(t *testing.T) {
 	}
 	if n := ownReads(other, batch); n != 1 {
 		t.Errorf("projected BatchGetItem through a front that did not see the write: %d reads of its own, want 1", n)
+	}
+	// That read found the item with no write of it about: it is kept.
+	if n := ownReads(other, get); n != 0 {
+		t.Errorf("projected GetItem after the front read the item whole: %d reads of its own, want 0", n)
 	}
 }
