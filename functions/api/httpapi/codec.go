@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,10 +139,19 @@ type paging struct {
 func (h *Handler) pageParams(r *http.Request) (paging, error) {
 	q := r.URL.Query()
 	var f errcode.Fields
+	// A parameter given twice is refused, not read as its first value: a
+	// client that sends two categories, two limits or two cursors means
+	// something no answer can honour.
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if len(q[k]) > 1 {
+			f.Add(k, "is given more than once")
+		}
+	}
 	p := paging{limit: store.DefaultLimit}
 	if v := q.Get("limit"); q.Has("limit") {
+		// Digits alone, no sign or leading zero: one spelling of each limit.
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
+		if err != nil || n < 1 || n > store.MaxLimit || strconv.Itoa(n) != v {
 			f.Add("limit", "must be an integer from 1 to %d", store.MaxLimit)
 		}
 		p.limit = n

@@ -65,6 +65,13 @@ func TestCursors(t *testing.T) {
 		"limit 101":                 {"/users/una/orders?limit=101", una},
 		"limit not a number":        {"/users/una/orders?limit=ten", una},
 		"limit negative":            {"/products?category=kitchen&limit=-1", anonymous},
+		"limit with a sign":         {"/users/una/orders?limit=%2B5", una},
+		"limit with a leading zero": {"/users/una/orders?limit=05", una},
+		"limit given twice":         {"/users/una/orders?limit=5&limit=6", una},
+		"filter given twice":        {"/products?category=kitchen&category=garden", anonymous},
+		"status given twice":        {"/users/una/orders?status=PLACED&status=SHIPPED", una},
+		"cursor given twice":        {"/users/una/orders?cursor=" + c + "&cursor=" + c, una},
+		"search text given twice":   {"/search?q=kettle&q=mug", anonymous},
 	} {
 		t.Run(name, func(t *testing.T) {
 			want(t, e.do("GET", tc.target, tc.who, nil), 400, "validation")
