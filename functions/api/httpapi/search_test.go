@@ -25,16 +25,7 @@ func TestSearch(t *testing.T) {
 		fmt.Fprintf(&bulk, `{"index":{"_id":"p%d","version":1,"version_type":"external_gte"}}`+"\n", i)
 		fmt.Fprintf(&bulk, `{"productId":"p%d","name":%q,"description":"","category":%q,"priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", i, d.name, d.category)
 	}
-	// The index in the path: the stack, as the deployed domain, refuses one
-	// named in the body.
-	resp, err := http.Post(url+"/"+index+"/_bulk?refresh=true", "application/x-ndjson", strings.NewReader(bulk.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("bulk: got status %d", resp.StatusCode)
-	}
+	indexBulk(t, url, index, bulk.String())
 	e.h = httpapi.New(httpapi.Deps{
 		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
 		Search: &productsearch.Client{URL: url, Index: index},
@@ -83,14 +74,7 @@ func TestSearchPagesNeverRepeatAHit(t *testing.T) {
 			fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
 			fmt.Fprintf(&b, `{"productId":%q,"name":%q,"description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id, d)
 		}
-		resp, err := http.Post(url+"/"+index+"/_bulk?refresh=true", "application/x-ndjson", strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("bulk: got status %d", resp.StatusCode)
-		}
+		indexBulk(t, url, index, b.String())
 	}
 	// Four hits of one score: the product id orders them.
 	bulk("Kettle a", "Kettle b", "Kettle c", "Kettle d")
@@ -124,12 +108,7 @@ func TestSearchPagesNeverRepeatAHit(t *testing.T) {
 	if got := ids(one); fmt.Sprint(got) != "[kettle-kettle kettle-a]" {
 		t.Fatalf("first page %v, want kettle-kettle and kettle-a", got)
 	}
-	resp, err := http.Post(url+"/"+index+"/_bulk?refresh=true", "application/x-ndjson",
-		strings.NewReader(`{"delete":{"_id":"kettle-kettle","version":2,"version_type":"external_gte"}}`+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	indexBulk(t, url, index, `{"delete":{"_id":"kettle-kettle","version":2,"version_type":"external_gte"}}`+"\n")
 	two := e.do("GET", "/search?q=kettle&limit=2&cursor="+one.str("nextCursor"), anonymous, nil)
 	if got := ids(two); fmt.Sprint(got) != "[kettle-b kettle-c]" {
 		t.Errorf("page after a deletion %v, want kettle-b and kettle-c", got)
@@ -160,5 +139,19 @@ func createIndex(t *testing.T, url, index string) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("create index %s: got status %d", index, resp.StatusCode)
+	}
+}
+
+// indexBulk sends ndjson to index's _bulk, refreshed. The index is in the
+// path: the stack, as the deployed domain, refuses one named in the body.
+func indexBulk(t *testing.T, url, index, ndjson string) {
+	t.Helper()
+	resp, err := http.Post(url+"/"+index+"/_bulk?refresh=true", "application/x-ndjson", strings.NewReader(ndjson))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("bulk: got status %d", resp.StatusCode)
 	}
 }

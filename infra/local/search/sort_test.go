@@ -16,31 +16,15 @@ import (
 // JSON numbers the answer holds (no float64 on the way).
 func (h *harness) sortValues(t *testing.T, index, body string) (ids []string, sorts [][]json.Number) {
 	t.Helper()
-	resp, err := http.Post(h.url+"/"+index+"/_search", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("search %s: %d %s", body, resp.StatusCode, raw)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out struct {
-		Hits struct {
-			Hits []struct {
-				ID   string        `json:"_id"`
-				Sort []json.Number `json:"sort"`
-			} `json:"hits"`
-		} `json:"hits"`
-	}
-	if err := dec.Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	for _, hit := range out.Hits.Hits {
-		ids = append(ids, hit.ID)
-		sorts = append(sorts, hit.Sort)
+	ids, raws := h.sortsRaw(t, index, body)
+	for _, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var vs []json.Number
+		if err := dec.Decode(&vs); err != nil {
+			t.Fatal(err)
+		}
+		sorts = append(sorts, vs)
 	}
 	return ids, sorts
 }
