@@ -75,8 +75,9 @@ func TestRotation(t *testing.T) {
 	}
 }
 
-// TestChangedCursorRefused: a cursor with any one character changed is
-// refused, also in the last character of either part, whose low bits
+// TestChangedCursorRefused: a cursor with any one character changed, or a
+// line break or another character inserted, is refused, also in the last
+// character of either part, whose low bits
 // base64 does not use: a lenient decoder reads several spellings of one
 // cursor as the same bytes, so a changed cursor was served.
 func TestChangedCursorRefused(t *testing.T) {
@@ -88,6 +89,15 @@ func TestChangedCursorRefused(t *testing.T) {
 	}
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	dot := strings.IndexByte(c, '.')
+	for _, insert := range []string{"\n", "\r", "\r\n", " ", "="} {
+		for _, at := range []int{1, dot + 1, len(c)} {
+			changed := c[:at] + insert + c[at:]
+			var got map[string]string
+			if err := s.Decode(binding, changed, &got); errcode.Of(err) != errcode.Invalid {
+				t.Errorf("cursor with %q inserted at %d: got %v, %v; want an Invalid error", insert, at, got, err)
+			}
+		}
+	}
 	for _, at := range []int{0, dot - 1, dot + 1, len(c) - 1} {
 		for _, ch := range alphabet {
 			if byte(ch) == c[at] {

@@ -24,8 +24,8 @@ type Unreadable struct {
 // Readable returns item without those of its kind's counters that do not
 // hold an integer of 64 bits (written by hand, or by a tool outside the
 // product), and names them: the item can then be read as if none had been
-// counted, while make audit REPAIR=1 sets them from their markers. item
-// itself is left as it is.
+// counted, while make audit REPAIR=1 sets them from their markers (a
+// product's rating pair goes together). item itself is left as it is.
 func Readable(kind Kind, item map[string]types.AttributeValue) (map[string]types.AttributeValue, []Unreadable) {
 	var out map[string]types.AttributeValue
 	var bad []Unreadable
@@ -47,6 +47,17 @@ func Readable(kind Kind, item map[string]types.AttributeValue) (map[string]types
 	}
 	if out == nil {
 		return item, nil
+	}
+	// A product's rating average is ratingTotal / reviewCount: with either
+	// unreadable, neither is shown (an average of 0 stars from a count
+	// alone, or a total over no count, would be a rating nobody gave).
+	if kind == Product {
+		_, total := out["ratingTotal"]
+		_, count := out["reviewCount"]
+		if total != count {
+			delete(out, "ratingTotal")
+			delete(out, "reviewCount")
+		}
 	}
 	return out, bad
 }

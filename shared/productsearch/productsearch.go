@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
@@ -87,8 +88,10 @@ type Place struct {
 type Result struct {
 	Total int
 	Hits  []Document
-	// Last is the place of the page's last hit (nil when it has none).
-	Last *Place
+	// Places are the hits' places, one a hit: nil for a hit whose sort
+	// values name no score and product id (a document without a
+	// productId), after which a page cannot go on by place.
+	Places []*Place
 }
 
 // Client searches the index at URL (e.g. http://127.0.0.1:9200).
@@ -131,23 +134,36 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 		"query": query(""),
 		"sort":  []any{map[string]any{"_score": "desc"}, map[string]any{"productId": "asc"}},
 	}
+	// Every page of one search asks the same copies of the shards
+	// (preference): the copies of a shard score alike only when they hold
+	// the same deleted documents, so another copy could place the hits
+	// another way between two pages ("Search shard routing", OpenSearch
+	// documentation, custom preference strings).
+	pref := preference(q)
 	if after := q.After; after != nil {
-		now, err := c.run(ctx, map[string]any{"size": 1, "query": query(after.ProductID), "sort": req["sort"]})
+		now, err := c.run(ctx, pref, map[string]any{"size": 1, "query": query(after.ProductID), "sort": req["sort"]})
 		if err != nil {
 			return Result{}, err
 		}
-		if now.Last != nil && now.Last.ProductID == after.ProductID {
-			after = now.Last
+		if len(now.Places) > 0 && now.Places[0] != nil && now.Places[0].ProductID == after.ProductID {
+			after = now.Places[0]
 		}
 		req["search_after"] = []any{after.Score, after.ProductID}
 	} else {
 		req["from"] = q.From
 	}
-	return c.run(ctx, req)
+	return c.run(ctx, pref, req)
+}
+
+// preference names the pages of one search: its text and its category.
+func preference(q Query) string {
+	h := fnv.New64a()
+	h.Write([]byte(q.Text + "\x00" + q.Category))
+	return "search-" + strconv.FormatUint(h.Sum64(), 36)
 }
 
 // run sends one search and reads its answer.
-func (c *Client) run(ctx context.Context, req map[string]any) (Result, error) {
+func (c *Client) run(ctx context.Context, pref string, req map[string]any) (Result, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
@@ -156,7 +172,7 @@ func (c *Client) run(ctx context.Context, req map[string]any) (Result, error) {
 	if index == "" {
 		index = Index
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/"+index+"/_search", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/"+index+"/_search?preference="+url.QueryEscape(pref), bytes.NewReader(body))
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
@@ -200,31 +216,29 @@ func (c *Client) run(ctx context.Context, req map[string]any) (Result, error) {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return Result{}, fmt.Errorf("search: decode response: %w", err)
 	}
-	res := Result{Total: out.Hits.Total.Value, Hits: make([]Document, 0, len(out.Hits.Hits))}
+	res := Result{Total: out.Hits.Total.Value, Hits: make([]Document, 0, len(out.Hits.Hits)), Places: make([]*Place, 0, len(out.Hits.Hits))}
 	for _, h := range out.Hits.Hits {
 		d := h.Source
 		if d.ProductID == "" {
 			d.ProductID = h.ID
 		}
 		res.Hits = append(res.Hits, d)
-	}
-	if n := len(out.Hits.Hits); n > 0 {
-		last := out.Hits.Hits[n-1].Sort
-		var score float64
-		var id string
-		ok := len(last) == 2
-		if ok {
-			score, ok = last[0].(float64)
-		}
-		if ok {
-			id, ok = last[1].(string)
-		}
-		if !ok {
-			return Result{}, fmt.Errorf("search: decode response: sort values %v, want a score and a product id", last)
-		}
-		res.Last = &Place{Score: score, ProductID: id}
+		res.Places = append(res.Places, placeOf(h.Sort))
 	}
 	return res, nil
+}
+
+// placeOf reads a hit's sort values: its score and its product id.
+func placeOf(sort []any) *Place {
+	if len(sort) != 2 {
+		return nil
+	}
+	score, isNumber := sort[0].(float64)
+	id, isString := sort[1].(string)
+	if !isNumber || !isString || id == "" {
+		return nil
+	}
+	return &Place{Score: score, ProductID: id}
 }
 
 func unavailable(err error) error {

@@ -60,14 +60,27 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	if h.deps.Search == nil {
 		return errcode.Errorf(errcode.Unavailable, "search is not configured")
 	}
+	// One hit more than the page, when the window has room for it: it says
+	// whether a next page exists, whatever the total says (hits shown and
+	// deleted since leave the total below the count of hits shown).
 	size := min(p.limit, productsearch.MaxWindow-pos.From)
-	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: size, After: pos.After})
+	ask := size
+	if pos.From+size < productsearch.MaxWindow {
+		ask++
+	}
+	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: ask, After: pos.After})
 	if err != nil {
 		return err
 	}
-	out := list[productsearch.Document]{Items: res.Hits}
-	if next := pos.From + len(res.Hits); len(res.Hits) == size && next < res.Total && next < productsearch.MaxWindow {
-		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: res.Last})
+	more := len(res.Hits) > size
+	shown := min(len(res.Hits), size)
+	out := list[productsearch.Document]{Items: res.Hits[:shown]}
+	if next := pos.From + shown; more && next < productsearch.MaxWindow {
+		var after *productsearch.Place
+		if shown > 0 && shown <= len(res.Places) {
+			after = res.Places[shown-1] // nil: the next page goes on from the offset
+		}
+		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: after})
 		if err != nil {
 			return err
 		}

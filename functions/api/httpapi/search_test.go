@@ -155,3 +155,52 @@ func indexBulk(t *testing.T, url, index, ndjson string) {
 		t.Fatalf("bulk: got status %d", resp.StatusCode)
 	}
 }
+
+// TestSearchListsEveryHitOnce: paging on after hits shown and deleted since
+// still reaches the last hit (the total then counts fewer hits than were
+// shown), and a document without a productId (one written outside the
+// indexer) neither fails its page nor stops the list.
+func TestSearchListsEveryHitOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := stacktest.Stack(t).SearchURL
+	index := strings.TrimSuffix(e.prefix, "-") + "-products"
+	createIndex(t, url, index)
+	var b strings.Builder
+	for _, id := range []string{"pan-a", "pan-b", "pan-c", "pan-d", "pan-e"} {
+		fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
+		fmt.Fprintf(&b, `{"productId":%q,"name":"Pan","description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id)
+	}
+	b.WriteString(`{"index":{"_id":"pan-x","version":1,"version_type":"external_gte"}}` + "\n" + `{"name":"Pan","category":"kitchen","version":1}` + "\n")
+	indexBulk(t, url, index, b.String())
+	e.h = httpapi.New(httpapi.Deps{
+		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
+		Search: &productsearch.Client{URL: url, Index: index},
+	})
+	var seen []string
+	next := ""
+	for page := range 8 {
+		target := "/search?q=pan&limit=1"
+		if page > 0 {
+			if next == "" {
+				break
+			}
+			target += "&cursor=" + next
+		}
+		r := e.do("GET", target, anonymous, nil)
+		want(t, r, 200)
+		for _, it := range r.items() {
+			seen = append(seen, fmt.Sprint(it["productId"]))
+		}
+		next = r.str("nextCursor")
+		if page == 2 {
+			// Three hits shown; the first two are deleted: four are left
+			// to count, and the fourth hit shown is the last they count.
+			indexBulk(t, url, index, `{"delete":{"_id":"pan-a","version":2,"version_type":"external_gte"}}`+"\n"+
+				`{"delete":{"_id":"pan-b","version":2,"version_type":"external_gte"}}`+"\n")
+		}
+	}
+	if fmt.Sprint(seen) != "[pan-a pan-b pan-c pan-d pan-e pan-x]" {
+		t.Errorf("listed %v, want every hit once: pan-a to pan-e, then the document without a productId (pan-x, by its _id)", seen)
+	}
+}

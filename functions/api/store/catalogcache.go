@@ -40,6 +40,10 @@ type catalogCache struct {
 	// wroteAt is, by product, when this instance last wrote its catalog
 	// item: its pages read strongly consistent for OwnReads after that.
 	wroteAt map[string]time.Time
+	// soldAt is, by product, when this instance last sold from its stock
+	// (or gave units back): a read that began before is not kept, and its
+	// pages read strongly consistent for OwnReads after.
+	soldAt map[string]time.Time
 }
 
 // OwnReads is how long after this instance's own write of a product its
@@ -71,7 +75,7 @@ func newCatalogCache(ttl, repeat time.Duration) *catalogCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &catalogCache{ttl: ttl, repeat: max(repeat, 0), items: map[string]cachedCatalog{}, least: map[string]int64{}, wroteAt: map[string]time.Time{}}
+	return &catalogCache{ttl: ttl, repeat: max(repeat, 0), items: map[string]cachedCatalog{}, least: map[string]int64{}, wroteAt: map[string]time.Time{}, soldAt: map[string]time.Time{}}
 }
 
 // get returns the catalog item of id and its bucket read within the TTL.
@@ -107,7 +111,7 @@ func (c *catalogCache) put(id string, p products.Product, b bucket, readAt time.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.writes != gen || p.Version < c.least[id] {
+	if c.writes != gen || p.Version < c.least[id] || !readAt.After(c.soldAt[id]) {
 		return
 	}
 	c.make()
@@ -132,7 +136,7 @@ func (c *catalogCache) putPage(id string, p products.Product, catalog int64, rea
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.writes != gen || catalog < c.least[id] {
+	if c.writes != gen || catalog < c.least[id] || !readAt.After(c.soldAt[id]) {
 		return
 	}
 	c.make()
@@ -168,14 +172,17 @@ func (c *catalogCache) confirm(id string, b bucket, readAt time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[id]; ok && e.b == b && readAt.After(e.seen) {
+	if e, ok := c.items[id]; ok && e.b == b && readAt.After(e.seen) && readAt.After(c.soldAt[id]) {
 		e.seen = readAt
 		c.items[id] = e
 	}
 }
 
-// sold records that this instance sold from id's stock: its next page
-// reads the bucket, so that the sale shows there at once.
+// sold records that this instance sold from id's stock, or gave units back
+// to it, whatever the write's answer: its next page reads the bucket, a read
+// that began before now is not kept, and the pages read strongly consistent
+// for OwnReads, so that the sale shows on this instance at once and a
+// replica behind it cannot open a window on the stock before it.
 func (c *catalogCache) sold(id string) {
 	if c == nil {
 		return
@@ -186,6 +193,26 @@ func (c *catalogCache) sold(id string) {
 		e.seen = time.Time{}
 		c.items[id] = e
 	}
+	if len(c.soldAt) >= catalogCacheSize {
+		for k, at := range c.soldAt {
+			if time.Since(at) >= OwnReads {
+				delete(c.soldAt, k)
+			}
+		}
+	}
+	c.soldAt[id] = time.Now()
+}
+
+// soldRecent says whether this instance sold from id's stock within
+// OwnReads.
+func (c *catalogCache) soldRecent(id string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.soldAt[id]
+	return ok && time.Since(at) < OwnReads
 }
 
 // forget drops id: this instance is writing its catalog item.

@@ -100,4 +100,9 @@ func TestUnreadableCounterLeavesTheProductServed(t *testing.T) {
 	if named[p.ProductID+" ratingTotal"] {
 		t.Error("an error logged for ratingTotal, which holds an integer")
 	}
+	// Read many times (the page, the list, the order), each counter is
+	// logged once a minute by an instance, not at every read.
+	if n := strings.Count(logs.String(), `"attribute":"unitsSold"`); n != 1 {
+		t.Errorf("unitsSold logged %d times, want once", n)
+	}
 }

@@ -88,6 +88,8 @@ type Store struct {
 	rnd *rand.Rand
 
 	catalogs *catalogCache
+	// unreadable limits the logs of counters that hold no integer.
+	unreadable logOnce
 }
 
 // New returns a Store on db.

@@ -123,6 +123,9 @@ func parseSearch(q *request, raw []byte, count bool) (*searchParams, *apiError) 
 		if !isList {
 			return nil, parsingError("[search_after] must be an array of the sort values of a hit")
 		}
+		if len(list) == 0 {
+			return nil, illegalArgument("Values must contains at least one value.")
+		}
 		sp.after = list
 	}
 	if raw, ok := body["track_total_hits"]; ok {
@@ -539,14 +542,10 @@ func (ix *index) search(q *request, sp *searchParams, count bool) (int, any) {
 	}
 	from := sp.from
 	if after != nil {
-		// Every hit, in order, then those after the client's last: the
-		// view is small, and one sort order decides both.
-		all := bleve.NewSearchRequestOptions(bq, 0, 0, false)
-		n, err := ix.view.SearchInContext(q.r.Context(), all)
-		if err != nil {
-			return 0, fmt.Errorf("index %s: search: %w", ix.name, err)
-		}
-		size, from = int(n.Total), 0
+		// Every hit, in order, in one search (a refresh between two would
+		// change the hits under it), then those after the client's last:
+		// the view is small, and one sort order decides both.
+		size, from = searchAfterAll, 0
 	}
 	req := bleve.NewSearchRequestOptions(bq, size, from, false)
 	req.SortByCustom(order)
@@ -685,6 +684,11 @@ func validateRegexps(q query.Query) *apiError {
 	return nil
 }
 
+// searchAfterAll is how many hits a search_after search collects before it
+// takes those after the client's values: all of them, for any index this
+// service holds (bleve preallocates for at most 1,000).
+const searchAfterAll = 1 << 30
+
 // afterValues reads search_after against the sort: a number for _score and
 // numeric fields, a string for _id and keyword fields (a number given for
 // one is read as its text, as OpenSearch does), a boolean or 0/1 for a
@@ -716,6 +720,8 @@ func afterValues(specs []sortSpec, raw []any) ([]any, *apiError) {
 				out[i] = string(x)
 			case float64:
 				out[i] = strconv.FormatFloat(x, 'f', -1, 64)
+			case bool:
+				out[i] = strconv.FormatBool(x)
 			default:
 				return nil, bad
 			}

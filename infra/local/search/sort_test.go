@@ -262,6 +262,7 @@ func TestSearchAfterGoesOnAfterTheLastHit(t *testing.T) {
 		`{"search_after":["k1"]}`:                                  "Sort must contain at least one field.",
 		`{"sort":[{"k":"asc"},{"n":"asc"}],"search_after":["k1"]}`: "search_after has 1 value(s) but sort has 2.",
 		`{"sort":[{"n":"asc"}],"search_after":["many"]}`:           "Failed to parse search_after value for field [n].",
+		`{"sort":[{"n":"asc"}],"search_after":[]}`:                 "Values must contains at least one value.",
 	} {
 		status, out := h.raw(t, "POST", "/things/_search", body)
 		if status != 400 || !strings.Contains(fmt.Sprint(out), want) {
