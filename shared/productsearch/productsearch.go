@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +77,14 @@ type Query struct {
 	From     int
 	Size     int
 	After    *Place
+	// Shown are the ids of hits shown before After on its page, the
+	// latest last (at most ShownKept): the page goes on after the latest
+	// of them still there when After's hit is gone.
+	Shown []string
 }
+
+// ShownKept is how many hits before its last a page names for the next.
+const ShownKept = 3
 
 // Place is where a hit sorts: its score and its product id.
 type Place struct {
@@ -111,18 +119,19 @@ type Client struct {
 // A page after q.After therefore first reads that hit's score now (the same
 // query, filtered to its product id) and goes on after it: a product indexed
 // or deleted between two pages neither repeats a hit nor skips one, unless
-// it changes the order of the hits themselves. A hit gone since goes on
-// after the score it had.
+// it changes the order of the hits themselves. When that hit is gone, the
+// page goes on after the latest of q.Shown still there, and when they are
+// all gone, after the score the last one had.
 func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
-	query := func(only string) map[string]any {
+	query := func(only []string) map[string]any {
 		must := map[string]any{"multi_match": map[string]any{"query": q.Text, "fields": []string{"name^3", "description", "category"}}}
 		boolQ := map[string]any{"must": []any{must}}
 		var filter []any
 		if q.Category != "" {
 			filter = append(filter, map[string]any{"term": map[string]any{"category": q.Category}})
 		}
-		if only != "" {
-			filter = append(filter, map[string]any{"term": map[string]any{"productId": only}})
+		if len(only) > 0 {
+			filter = append(filter, map[string]any{"terms": map[string]any{"productId": only}})
 		}
 		if filter != nil {
 			boolQ["filter"] = filter
@@ -131,7 +140,7 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 	}
 	req := map[string]any{
 		"size":  q.Size,
-		"query": query(""),
+		"query": query(nil),
 		"sort":  []any{map[string]any{"_score": "desc"}, map[string]any{"productId": "asc"}},
 	}
 	// Every page of one search asks the same copies of the shards
@@ -141,12 +150,24 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 	// documentation, custom preference strings).
 	pref := preference(q)
 	if after := q.After; after != nil {
-		now, err := c.run(ctx, pref, map[string]any{"size": 1, "query": query(after.ProductID), "sort": req["sort"]})
+		// The page's last hit as it ranks now; if it is gone, the latest
+		// of the hits shown before it that is not (q.Shown).
+		ids := append(slices.Clone(q.Shown), after.ProductID)
+		now, err := c.run(ctx, pref, map[string]any{"size": len(ids), "query": query(ids), "sort": req["sort"]})
 		if err != nil {
 			return Result{}, err
 		}
-		if len(now.Places) > 0 && now.Places[0] != nil && now.Places[0].ProductID == after.ProductID {
-			after = now.Places[0]
+		places := map[string]*Place{}
+		for _, p := range now.Places {
+			if p != nil {
+				places[p.ProductID] = p
+			}
+		}
+		for i := len(ids) - 1; i >= 0; i-- {
+			if p, ok := places[ids[i]]; ok {
+				after = p
+				break
+			}
 		}
 		req["search_after"] = []any{after.Score, after.ProductID}
 	} else {

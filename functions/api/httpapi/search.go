@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -28,6 +29,7 @@ const MaxQueryLen = 200
 type searchPosition struct {
 	From  int                  `json:"from"`
 	After *productsearch.Place `json:"after,omitempty"`
+	Shown []string             `json:"shown,omitempty"`
 }
 
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
@@ -50,7 +52,8 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	var pos searchPosition
 	if len(p.raw) > 0 {
 		if err := jsonUnmarshal(p.raw, &pos); err != nil || pos.From < 0 || pos.From >= productsearch.MaxWindow ||
-			(pos.After != nil && (pos.After.ProductID == "" || math.IsNaN(pos.After.Score) || math.IsInf(pos.After.Score, 0))) {
+			(pos.After != nil && (pos.After.ProductID == "" || math.IsNaN(pos.After.Score) || math.IsInf(pos.After.Score, 0))) ||
+			len(pos.Shown) > productsearch.ShownKept || slices.Contains(pos.Shown, "") {
 			f.Add("cursor", "not a cursor of this list")
 		}
 	}
@@ -68,7 +71,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	if pos.From+size < productsearch.MaxWindow {
 		ask++
 	}
-	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: ask, After: pos.After})
+	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: ask, After: pos.After, Shown: pos.Shown})
 	if err != nil {
 		return err
 	}
@@ -77,10 +80,19 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	out := list[productsearch.Document]{Items: res.Hits[:shown]}
 	if next := pos.From + shown; more && next < productsearch.MaxWindow {
 		var after *productsearch.Place
+		var before []string
 		if shown > 0 && shown <= len(res.Places) {
 			after = res.Places[shown-1] // nil: the next page goes on from the offset
+			for _, pl := range res.Places[max(0, shown-1-productsearch.ShownKept) : shown-1] {
+				if pl != nil {
+					before = append(before, pl.ProductID)
+				}
+			}
 		}
-		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: after})
+		if after == nil {
+			before = nil
+		}
+		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: after, Shown: before})
 		if err != nil {
 			return err
 		}

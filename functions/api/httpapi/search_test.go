@@ -204,3 +204,45 @@ func TestSearchListsEveryHitOnce(t *testing.T) {
 		t.Errorf("listed %v, want every hit once: pan-a to pan-e, then the document without a productId (pan-x, by its _id)", seen)
 	}
 }
+
+// TestSearchGoesOnWhenTheLastHitIsGone: the hit a page ended on is deleted,
+// and another product indexed, before the next page: the next page goes on
+// after the latest hit shown before it that is still there, as it ranks now.
+func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := stacktest.Stack(t).SearchURL
+	index := strings.TrimSuffix(e.prefix, "-") + "-products"
+	createIndex(t, url, index)
+	var b strings.Builder
+	for _, id := range []string{"pot-a", "pot-b", "pot-c", "pot-d"} {
+		fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
+		fmt.Fprintf(&b, `{"productId":%q,"name":"Pot","description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id)
+	}
+	indexBulk(t, url, index, b.String())
+	e.h = httpapi.New(httpapi.Deps{
+		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
+		Search: &productsearch.Client{URL: url, Index: index},
+	})
+	ids := func(r response) []string {
+		var out []string
+		for _, it := range r.items() {
+			out = append(out, fmt.Sprint(it["productId"]))
+		}
+		return out
+	}
+	first := e.do("GET", "/search?q=pot&limit=2", anonymous, nil)
+	want(t, first, 200)
+	if got := ids(first); fmt.Sprint(got) != "[pot-a pot-b]" {
+		t.Fatalf("first page %v, want pot-a and pot-b", got)
+	}
+	// pot-b goes, and a longer document moves every score.
+	indexBulk(t, url, index, `{"delete":{"_id":"pot-b","version":2,"version_type":"external_gte"}}`+"\n"+
+		`{"index":{"_id":"pot-z","version":1,"version_type":"external_gte"}}`+"\n"+
+		`{"productId":"pot-z","name":"Pot pot pot","description":"a pot with a lid and a long description of the pot","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n")
+	second := e.do("GET", "/search?q=pot&limit=2&cursor="+first.str("nextCursor"), anonymous, nil)
+	want(t, second, 200)
+	if got := ids(second); fmt.Sprint(got) != "[pot-c pot-d]" {
+		t.Errorf("page after the last hit shown was deleted: %v, want pot-c and pot-d", got)
+	}
+}
