@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/apigw"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/infra/local/endpoints"
@@ -452,7 +453,7 @@ func TestUpgradeFromEachRelease(t *testing.T) {
 				if status, raw, _ := c.call("POST", "/users/u1/orders", "u1", map[string]any{"items": []map[string]any{{"productId": id, "quantity": 1}}}); status != 409 {
 					t.Errorf("%s: one more than its stock: got %d %s, want 409", name, status, raw)
 				}
-				time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond) // the page reads the stock eventually consistent
+				time.Sleep(pageLag) // the page reads the stock eventually consistent, and repeats itself
 				if p := c.must(200, "GET", "/products/"+id, "", nil); p["stock"].(float64) != 0 {
 					t.Errorf("%s: stock %v after selling the rest, want 0", name, p["stock"])
 				}
@@ -468,6 +469,11 @@ func TestUpgradeFromEachRelease(t *testing.T) {
 		})
 	}
 }
+
+// pageLag is how long a change of a product may take to show on its page
+// through the whole stack: an eventually consistent read's lag, then the
+// window in which an API instance repeats a page it read (store.DefaultPageRepeat).
+const pageLag = ddbfront.DefaultStaleReads + store.DefaultPageRepeat + 30*time.Millisecond
 
 func contains(ids []string, id string) bool {
 	for _, x := range ids {
@@ -617,7 +623,7 @@ func TestCanaryAndRollback(t *testing.T) {
 		t.Errorf("%d requests answered 5xx: %v", fives, total.statuses)
 	}
 	var oversold int64
-	time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond) // the page reads the stock eventually consistent
+	time.Sleep(pageLag) // the page reads the stock eventually consistent, and repeats itself
 	for _, id := range ids {
 		p := c.must(200, "GET", "/products/"+id, "", nil)
 		left := int64(p["stock"].(float64))

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
 	"github.com/shopstream/shopstream/shared/tables"
 )
@@ -107,8 +108,9 @@ func TestRepairBeforeReplayCountsOnce(t *testing.T) {
 	review("u2", 2)
 	place("u1", 1)
 	want := func(u1, u2 user, units, reviews, ratings int64) string {
-		// The product page is read eventually consistent.
-		time.Sleep(ddbfront.DefaultStaleReads + 30*time.Millisecond)
+		// The product page is read eventually consistent, and an API
+		// instance repeats a page it read for a moment.
+		time.Sleep(ddbfront.DefaultStaleReads + store.DefaultPageRepeat + 30*time.Millisecond)
 		var wrong strings.Builder
 		for u, w := range map[string]user{"u1": u1, "u2": u2} {
 			var got user
