@@ -81,6 +81,10 @@ type Query struct {
 	// latest last (at most ShownKept): the page goes on after the latest
 	// of them still there when After's hit is gone.
 	Shown []string
+	// Next is the id of the hit that came right after After when its page
+	// was read (its page asked for one hit more): with After and Shown
+	// all gone, the page starts at Next, when it is still there.
+	Next string
 }
 
 // ShownKept is how many hits before its last a page names for the next.
@@ -120,8 +124,9 @@ type Client struct {
 // query, filtered to its product id) and goes on after it: a product indexed
 // or deleted between two pages neither repeats a hit nor skips one, unless
 // it changes the order of the hits themselves. When that hit is gone, the
-// page goes on after the latest of q.Shown still there, and when they are
-// all gone, after the score the last one had.
+// page goes on after the latest of q.Shown still there; when they are all
+// gone, it starts at q.Next, the hit that followed them; and when that is
+// gone too, it goes on after the score the last one had.
 func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 	query := func(only []string) map[string]any {
 		must := map[string]any{"multi_match": map[string]any{"query": q.Text, "fields": []string{"name^3", "description", "category"}}}
@@ -149,31 +154,48 @@ func (c *Client) Search(ctx context.Context, q Query) (Result, error) {
 	// another way between two pages ("Search shard routing", OpenSearch
 	// documentation, custom preference strings).
 	pref := preference(q)
+	var first *Result // the page's first hit, when it starts at q.Next
 	if after := q.After; after != nil {
 		// The page's last hit as it ranks now; if it is gone, the latest
-		// of the hits shown before it that is not (q.Shown).
+		// of the hits shown before it that is not (q.Shown); if they are
+		// all gone, the hit that came next, which then opens the page.
 		ids := append(slices.Clone(q.Shown), after.ProductID)
+		if q.Next != "" {
+			ids = append(ids, q.Next)
+		}
 		now, err := c.run(ctx, pref, map[string]any{"size": len(ids), "query": query(ids), "sort": req["sort"]})
 		if err != nil {
 			return Result{}, err
 		}
-		places := map[string]*Place{}
-		for _, p := range now.Places {
+		found := map[string]int{}
+		for i, p := range now.Places {
 			if p != nil {
-				places[p.ProductID] = p
+				found[p.ProductID] = i
 			}
 		}
-		for i := len(ids) - 1; i >= 0; i-- {
-			if p, ok := places[ids[i]]; ok {
-				after = p
+		anchored := false
+		for i := len(q.Shown); i >= 0; i-- { // After, then Shown from the latest
+			if k, ok := found[ids[i]]; ok {
+				after, anchored = now.Places[k], true
 				break
 			}
+		}
+		if k, ok := found[q.Next]; !anchored && ok && q.Next != "" && q.Size > 0 {
+			after = now.Places[k]
+			first = &Result{Hits: now.Hits[k : k+1], Places: now.Places[k : k+1]}
+			req["size"] = q.Size - 1
 		}
 		req["search_after"] = []any{after.Score, after.ProductID}
 	} else {
 		req["from"] = q.From
 	}
-	return c.run(ctx, pref, req)
+	res, err := c.run(ctx, pref, req)
+	if err != nil || first == nil {
+		return res, err
+	}
+	res.Hits = append(first.Hits, res.Hits...)
+	res.Places = append(first.Places, res.Places...)
+	return res, nil
 }
 
 // preference names the pages of one search: its text and its category.

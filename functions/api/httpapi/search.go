@@ -30,6 +30,7 @@ type searchPosition struct {
 	From  int                  `json:"from"`
 	After *productsearch.Place `json:"after,omitempty"`
 	Shown []string             `json:"shown,omitempty"`
+	Next  string               `json:"next,omitempty"`
 }
 
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
@@ -71,7 +72,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 	if pos.From+size < productsearch.MaxWindow {
 		ask++
 	}
-	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: ask, After: pos.After, Shown: pos.Shown})
+	res, err := h.deps.Search.Search(r.Context(), productsearch.Query{Text: q, Category: category, From: pos.From, Size: ask, After: pos.After, Shown: pos.Shown, Next: pos.Next})
 	if err != nil {
 		return err
 	}
@@ -89,10 +90,14 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) error {
 				}
 			}
 		}
-		if after == nil {
-			before = nil
+		var following string // the extra hit: the next page's first
+		if shown < len(res.Places) && res.Places[shown] != nil {
+			following = res.Places[shown].ProductID
 		}
-		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: after, Shown: before})
+		if after == nil {
+			before, following = nil, ""
+		}
+		c, err := h.deps.Cursors.Encode(p.binding, searchPosition{From: next, After: after, Shown: before, Next: following})
 		if err != nil {
 			return err
 		}

@@ -245,4 +245,32 @@ func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
 	if got := ids(second); fmt.Sprint(got) != "[pot-c pot-d]" {
 		t.Errorf("page after the last hit shown was deleted: %v, want pot-c and pot-d", got)
 	}
+
+	// A page of one hit names no hits before it: when its hit is deleted
+	// (which moves the others' scores above the one it had), the next page
+	// starts at the hit that came after it.
+	var more strings.Builder
+	for _, d := range []struct{ id, name string }{{"pan-1", "Pan"}, {"pan-2", "Pan"}, {"pan-3", "Pan"}, {"pan-4", "Pan with a lid"}, {"pan-5", "Pan with a lid"}} {
+		fmt.Fprintf(&more, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", d.id)
+		fmt.Fprintf(&more, `{"productId":%q,"name":%q,"description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", d.id, d.name)
+	}
+	indexBulk(t, url, index, more.String())
+	one := e.do("GET", "/search?q=pan&limit=1", anonymous, nil)
+	if got := ids(one); fmt.Sprint(got) != "[pan-1]" {
+		t.Fatalf("first page of one: %v, want pan-1", got)
+	}
+	indexBulk(t, url, index, `{"delete":{"_id":"pan-1","version":2,"version_type":"external_gte"}}`+"\n")
+	var rest []string
+	for next := one.str("nextCursor"); next != ""; {
+		r := e.do("GET", "/search?q=pan&limit=1&cursor="+next, anonymous, nil)
+		want(t, r, 200)
+		rest = append(rest, ids(r)...)
+		next = r.str("nextCursor")
+		if len(rest) > 6 {
+			break
+		}
+	}
+	if fmt.Sprint(rest) != "[pan-2 pan-3 pan-4 pan-5]" {
+		t.Errorf("pages of one after the first one's hit was deleted: %v, want pan-2 to pan-5", rest)
+	}
 }
