@@ -14,10 +14,7 @@ import (
 
 func TestSearch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := stacktest.Stack(t).SearchURL
-	index := strings.TrimSuffix(e.prefix, "-") + "-products"
-	createIndex(t, url, index)
+	e, url, index := searchEnv(t)
 	var bulk strings.Builder
 	for i, d := range []struct{ name, category string }{
 		{"Red kettle", "kitchen"}, {"Blue kettle", "kitchen"}, {"Kettle bell", "sport"}, {"Green mug", "kitchen"},
@@ -26,10 +23,6 @@ func TestSearch(t *testing.T) {
 		fmt.Fprintf(&bulk, `{"productId":"p%d","name":%q,"description":"","category":%q,"priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", i, d.name, d.category)
 	}
 	indexBulk(t, url, index, bulk.String())
-	e.h = httpapi.New(httpapi.Deps{
-		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
-		Search: &productsearch.Client{URL: url, Index: index},
-	})
 
 	r := e.do("GET", "/search?q=kettle&limit=2", anonymous, nil)
 	want(t, r, 200)
@@ -62,55 +55,39 @@ func TestSearch(t *testing.T) {
 // after a count of hits.
 func TestSearchPagesNeverRepeatAHit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := stacktest.Stack(t).SearchURL
-	index := strings.TrimSuffix(e.prefix, "-") + "-products"
-	createIndex(t, url, index)
+	e, url, index := searchEnv(t)
 	bulk := func(docs ...string) {
 		t.Helper()
 		var b strings.Builder
 		for _, d := range docs {
-			id := strings.ToLower(strings.ReplaceAll(d, " ", "-"))
-			fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
-			fmt.Fprintf(&b, `{"productId":%q,"name":%q,"description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id, d)
+			b.WriteString(productLines(strings.ToLower(strings.ReplaceAll(d, " ", "-")), d))
 		}
 		indexBulk(t, url, index, b.String())
 	}
 	// Four hits of one score: the product id orders them.
 	bulk("Kettle a", "Kettle b", "Kettle c", "Kettle d")
-	e.h = httpapi.New(httpapi.Deps{
-		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
-		Search: &productsearch.Client{URL: url, Index: index},
-	})
-	ids := func(r response) []string {
-		var out []string
-		for _, it := range r.items() {
-			out = append(out, fmt.Sprint(it["productId"]))
-		}
-		return out
-	}
 	first := e.do("GET", "/search?q=kettle&limit=2", anonymous, nil)
 	want(t, first, 200)
-	if got := ids(first); fmt.Sprint(got) != "[kettle-a kettle-b]" {
+	if got := hitIDs(first); fmt.Sprint(got) != "[kettle-a kettle-b]" {
 		t.Fatalf("first page %v, want kettle-a and kettle-b (one score, by id)", got)
 	}
 	// A better match arrives before the second page.
 	bulk("Kettle kettle")
 	second := e.do("GET", "/search?q=kettle&limit=2&cursor="+first.str("nextCursor"), anonymous, nil)
 	want(t, second, 200)
-	if got := ids(second); fmt.Sprint(got) != "[kettle-c kettle-d]" {
+	if got := hitIDs(second); fmt.Sprint(got) != "[kettle-c kettle-d]" {
 		t.Errorf("second page %v, want kettle-c and kettle-d: after the last hit shown, none repeated, none skipped", got)
 	}
 
 	// A hit of the first page is deleted before the second: nothing is
 	// skipped (an offset would skip kettle-c).
 	one := e.do("GET", "/search?q=kettle&limit=2", anonymous, nil)
-	if got := ids(one); fmt.Sprint(got) != "[kettle-kettle kettle-a]" {
+	if got := hitIDs(one); fmt.Sprint(got) != "[kettle-kettle kettle-a]" {
 		t.Fatalf("first page %v, want kettle-kettle and kettle-a", got)
 	}
 	indexBulk(t, url, index, `{"delete":{"_id":"kettle-kettle","version":2,"version_type":"external_gte"}}`+"\n")
 	two := e.do("GET", "/search?q=kettle&limit=2&cursor="+one.str("nextCursor"), anonymous, nil)
-	if got := ids(two); fmt.Sprint(got) != "[kettle-b kettle-c]" {
+	if got := hitIDs(two); fmt.Sprint(got) != "[kettle-b kettle-c]" {
 		t.Errorf("page after a deletion %v, want kettle-b and kettle-c", got)
 	}
 
@@ -122,7 +99,7 @@ func TestSearchPagesNeverRepeatAHit(t *testing.T) {
 	}
 	three := e.do("GET", "/search?q=kettle&limit=2&cursor="+old, anonymous, nil)
 	want(t, three, 200)
-	if got := ids(three); fmt.Sprint(got) != "[kettle-d]" || three.json["nextCursor"] != nil {
+	if got := hitIDs(three); fmt.Sprint(got) != "[kettle-d]" || three.json["nextCursor"] != nil {
 		t.Errorf("page of an offset cursor %v (%s), want kettle-d, the last", got, three.Body)
 	}
 }
@@ -162,21 +139,13 @@ func indexBulk(t *testing.T, url, index, ndjson string) {
 // indexer) neither fails its page nor stops the list.
 func TestSearchListsEveryHitOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := stacktest.Stack(t).SearchURL
-	index := strings.TrimSuffix(e.prefix, "-") + "-products"
-	createIndex(t, url, index)
+	e, url, index := searchEnv(t)
 	var b strings.Builder
 	for _, id := range []string{"pan-a", "pan-b", "pan-c", "pan-d", "pan-e"} {
-		fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
-		fmt.Fprintf(&b, `{"productId":%q,"name":"Pan","description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id)
+		b.WriteString(productLines(id, "Pan"))
 	}
 	b.WriteString(`{"index":{"_id":"pan-x","version":1,"version_type":"external_gte"}}` + "\n" + `{"name":"Pan","category":"kitchen","version":1}` + "\n")
 	indexBulk(t, url, index, b.String())
-	e.h = httpapi.New(httpapi.Deps{
-		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
-		Search: &productsearch.Client{URL: url, Index: index},
-	})
 	var seen []string
 	next := ""
 	for page := range 8 {
@@ -210,30 +179,15 @@ func TestSearchListsEveryHitOnce(t *testing.T) {
 // after the latest hit shown before it that is still there, as it ranks now.
 func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := stacktest.Stack(t).SearchURL
-	index := strings.TrimSuffix(e.prefix, "-") + "-products"
-	createIndex(t, url, index)
+	e, url, index := searchEnv(t)
 	var b strings.Builder
 	for _, id := range []string{"pot-a", "pot-b", "pot-c", "pot-d"} {
-		fmt.Fprintf(&b, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", id)
-		fmt.Fprintf(&b, `{"productId":%q,"name":"Pot","description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id)
+		b.WriteString(productLines(id, "Pot"))
 	}
 	indexBulk(t, url, index, b.String())
-	e.h = httpapi.New(httpapi.Deps{
-		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
-		Search: &productsearch.Client{URL: url, Index: index},
-	})
-	ids := func(r response) []string {
-		var out []string
-		for _, it := range r.items() {
-			out = append(out, fmt.Sprint(it["productId"]))
-		}
-		return out
-	}
 	first := e.do("GET", "/search?q=pot&limit=2", anonymous, nil)
 	want(t, first, 200)
-	if got := ids(first); fmt.Sprint(got) != "[pot-a pot-b]" {
+	if got := hitIDs(first); fmt.Sprint(got) != "[pot-a pot-b]" {
 		t.Fatalf("first page %v, want pot-a and pot-b", got)
 	}
 	// pot-b goes, and a longer document moves every score.
@@ -242,7 +196,7 @@ func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
 		`{"productId":"pot-z","name":"Pot pot pot","description":"a pot with a lid and a long description of the pot","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n")
 	second := e.do("GET", "/search?q=pot&limit=2&cursor="+first.str("nextCursor"), anonymous, nil)
 	want(t, second, 200)
-	if got := ids(second); fmt.Sprint(got) != "[pot-c pot-d]" {
+	if got := hitIDs(second); fmt.Sprint(got) != "[pot-c pot-d]" {
 		t.Errorf("page after the last hit shown was deleted: %v, want pot-c and pot-d", got)
 	}
 
@@ -251,12 +205,11 @@ func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
 	// starts at the hit that came after it.
 	var more strings.Builder
 	for _, d := range []struct{ id, name string }{{"pan-1", "Pan"}, {"pan-2", "Pan"}, {"pan-3", "Pan"}, {"pan-4", "Pan with a lid"}, {"pan-5", "Pan with a lid"}} {
-		fmt.Fprintf(&more, `{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n", d.id)
-		fmt.Fprintf(&more, `{"productId":%q,"name":%q,"description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", d.id, d.name)
+		more.WriteString(productLines(d.id, d.name))
 	}
 	indexBulk(t, url, index, more.String())
 	one := e.do("GET", "/search?q=pan&limit=1", anonymous, nil)
-	if got := ids(one); fmt.Sprint(got) != "[pan-1]" {
+	if got := hitIDs(one); fmt.Sprint(got) != "[pan-1]" {
 		t.Fatalf("first page of one: %v, want pan-1", got)
 	}
 	indexBulk(t, url, index, `{"delete":{"_id":"pan-1","version":2,"version_type":"external_gte"}}`+"\n")
@@ -264,7 +217,7 @@ func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
 	for next := one.str("nextCursor"); next != ""; {
 		r := e.do("GET", "/search?q=pan&limit=1&cursor="+next, anonymous, nil)
 		want(t, r, 200)
-		rest = append(rest, ids(r)...)
+		rest = append(rest, hitIDs(r)...)
 		next = r.str("nextCursor")
 		if len(rest) > 6 {
 			break
@@ -273,4 +226,34 @@ func TestSearchGoesOnWhenTheLastHitIsGone(t *testing.T) {
 	if fmt.Sprint(rest) != "[pan-2 pan-3 pan-4 pan-5]" {
 		t.Errorf("pages of one after the first one's hit was deleted: %v, want pan-2 to pan-5", rest)
 	}
+}
+
+// searchEnv is an API whose search reads an index of its own, created with
+// the indexer's mapping: its URL and name are returned with it.
+func searchEnv(t *testing.T) (*env, string, string) {
+	t.Helper()
+	e := newEnv(t)
+	url := stacktest.Stack(t).SearchURL
+	index := strings.TrimSuffix(e.prefix, "-") + "-products"
+	createIndex(t, url, index)
+	e.h = httpapi.New(httpapi.Deps{
+		Store: e.st, Cursors: cursor.NewSigner([]byte(testSecret)),
+		Search: &productsearch.Client{URL: url, Index: index},
+	})
+	return e, url, index
+}
+
+// hitIDs are the product ids of a search page, in order.
+func hitIDs(r response) []string {
+	var out []string
+	for _, it := range r.items() {
+		out = append(out, fmt.Sprint(it["productId"]))
+	}
+	return out
+}
+
+// productLines are the _bulk lines that index product id named name.
+func productLines(id, name string) string {
+	return fmt.Sprintf(`{"index":{"_id":%q,"version":1,"version_type":"external_gte"}}`+"\n"+
+		`{"productId":%q,"name":%q,"description":"","category":"kitchen","priceCents":100,"reviewCount":0,"unitsSold":0,"version":1}`+"\n", id, id, name)
 }

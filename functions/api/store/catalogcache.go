@@ -193,14 +193,7 @@ func (c *catalogCache) sold(id string) {
 		e.seen = time.Time{}
 		c.items[id] = e
 	}
-	if len(c.soldAt) >= catalogCacheSize {
-		for k, at := range c.soldAt {
-			if time.Since(at) >= OwnReads {
-				delete(c.soldAt, k)
-			}
-		}
-	}
-	c.soldAt[id] = time.Now()
+	stamp(c.soldAt, id)
 }
 
 // soldRecent says whether this instance sold from id's stock within
@@ -211,7 +204,25 @@ func (c *catalogCache) soldRecent(id string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	at, ok := c.soldAt[id]
+	return recent(c.soldAt, id)
+}
+
+// stamp records now for id in m, first dropping what is past OwnReads when m
+// is full. Callers hold c.mu.
+func stamp(m map[string]time.Time, id string) {
+	if len(m) >= catalogCacheSize {
+		for k, at := range m {
+			if time.Since(at) >= OwnReads {
+				delete(m, k)
+			}
+		}
+	}
+	m[id] = time.Now()
+}
+
+// recent says whether m holds id from within OwnReads.
+func recent(m map[string]time.Time, id string) bool {
+	at, ok := m[id]
 	return ok && time.Since(at) < OwnReads
 }
 
@@ -223,14 +234,7 @@ func (c *catalogCache) forget(id string) {
 	c.mu.Lock()
 	delete(c.items, id)
 	c.writes++
-	if len(c.wroteAt) >= catalogCacheSize {
-		for k, at := range c.wroteAt {
-			if time.Since(at) >= OwnReads {
-				delete(c.wroteAt, k)
-			}
-		}
-	}
-	c.wroteAt[id] = time.Now()
+	stamp(c.wroteAt, id)
 	c.mu.Unlock()
 }
 
@@ -242,8 +246,7 @@ func (c *catalogCache) ownRecent(id string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	at, ok := c.wroteAt[id]
-	return ok && time.Since(at) < OwnReads
+	return recent(c.wroteAt, id)
 }
 
 // wrote records that this instance wrote version v of id's catalog item.
