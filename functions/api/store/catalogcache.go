@@ -196,17 +196,6 @@ func (c *catalogCache) sold(id string) {
 	stamp(c.soldAt, id)
 }
 
-// soldRecent says whether this instance sold from id's stock within
-// OwnReads.
-func (c *catalogCache) soldRecent(id string) bool {
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return recent(c.soldAt, id)
-}
-
 // stamp records now for id in m, first dropping what is past OwnReads when m
 // is full. Callers hold c.mu.
 func stamp(m map[string]time.Time, id string) {
@@ -238,15 +227,16 @@ func (c *catalogCache) forget(id string) {
 	c.mu.Unlock()
 }
 
-// ownRecent says whether this instance wrote id's catalog item within
-// OwnReads.
+// ownRecent says whether this instance wrote id's catalog item, or sold
+// from its stock, within OwnReads: its pages then read strongly
+// consistent, so that what it did shows on it at once.
 func (c *catalogCache) ownRecent(id string) bool {
 	if c == nil {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return recent(c.wroteAt, id)
+	return recent(c.wroteAt, id) || recent(c.soldAt, id)
 }
 
 // wrote records that this instance wrote version v of id's catalog item.

@@ -24,7 +24,7 @@ func TestOwnSaleNotHiddenByAReadBeforeIt(t *testing.T) {
 		if e, _ := c.get("p"); c.fresh(e) {
 			t.Error("the page of the stock before the sale is repeated with no read")
 		}
-		if !c.soldRecent("p") {
+		if !c.ownRecent("p") {
 			t.Error("no strongly consistent reads after the instance's own sale")
 		}
 	})

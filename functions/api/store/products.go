@@ -122,7 +122,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	if cached && !c.whole {
 		readAt := time.Now()
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, 0),
-			ConsistentRead: aws.Bool(s.catalogs.soldRecent(id))})
+			ConsistentRead: aws.Bool(s.catalogs.ownRecent(id))})
 		if err != nil {
 			return products.Product{}, fmt.Errorf("get product %s: %w", id, classify(err))
 		}
@@ -145,7 +145,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// consistent, as a GetItem of a product that held its own stock was.
 	// After this instance's own write of the product, strongly consistent,
 	// so that the write shows here at once.
-	readAt, gen, own := time.Now(), s.catalogs.generation(), s.catalogs.ownRecent(id) || s.catalogs.soldRecent(id)
+	readAt, gen, own := time.Now(), s.catalogs.generation(), s.catalogs.ownRecent(id)
 	catalog, first, err := s.readPair(ctx, id, own)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
