@@ -50,6 +50,7 @@ func Supported() []Release {
 		{Version: "0.15.0", Commit: "375d2d3a9c92d223afc6f2ca04fcaf90c3dcc495", Date: "2026-11-26"},
 		{Version: "0.16.0", Commit: "5997e473f0c94695f0799c26e32fab0c22e8177b", Date: "2026-11-26"},
 		{Version: "0.17.0", Commit: "cea420e21094f5cb5428b5f2f7bcfb3df9d9ab24", Date: "2026-11-27"},
+		{Version: "0.18.0", Commit: "5b06ee12799daadfe3e3e40fefcc8eb8b42e73b8", Date: "2026-11-27"},
 	}
 }
 
