@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +39,18 @@ type callCounter struct {
 	prefix    string
 	mu        sync.Mutex
 	conflicts map[string]int
+	// spent is the time the orders spent in each kind of call: "read"
+	// (GetItem, BatchGetItem), "commit" (a transaction that was applied),
+	// "conflict" (one cancelled by a conflict) and "refused" (any other
+	// error).
+	spent map[string]time.Duration
+}
+
+func (c *callCounter) spend(kind string, since time.Time) {
+	d := time.Since(since)
+	c.mu.Lock()
+	c.spent[kind] += d
+	c.mu.Unlock()
 }
 
 type callsKey struct{}
@@ -49,18 +63,31 @@ func (c *callCounter) count(ctx context.Context) {
 
 func (c *callCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	c.count(ctx)
+	defer c.spend("read", time.Now())
 	return c.DB.GetItem(ctx, in, opts...)
 }
 
 func (c *callCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
 	c.count(ctx)
+	defer c.spend("read", time.Now())
 	return c.DB.BatchGetItem(ctx, in, opts...)
 }
 
 func (c *callCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	c.count(ctx)
+	t0 := time.Now()
 	out, err := c.DB.TransactWriteItems(ctx, in, opts...)
 	var tce *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		c.spend("commit", t0)
+	case errors.As(err, &tce) && slices.ContainsFunc(tce.CancellationReasons, func(r types.CancellationReason) bool {
+		return aws.ToString(r.Code) == "TransactionConflict"
+	}):
+		c.spend("conflict", t0)
+	default:
+		c.spend("refused", t0)
+	}
 	if errors.As(err, &tce) {
 		c.mu.Lock()
 		for i, r := range tce.CancellationReasons {
@@ -93,6 +120,10 @@ type orderLoad struct {
 	calls                   []int64
 	elapsed                 time.Duration
 	conflicts               map[string]int
+	// spent is the orders' time in each kind of call (callCounter.spent),
+	// summed over the orders; the rest of their latency is backoff and
+	// the store's own work.
+	spent map[string]time.Duration
 	// allConflicts are every conflict the front answered (the API's and
 	// the stream processors'); gaveUp counts the processors' log lines of
 	// batches that gave up on contention ("still contended").
@@ -103,6 +134,10 @@ type orderLoad struct {
 	// longestHold the longest (0 with the limits off); meanAnswer how long
 	// it waited for its answer on average.
 	meanHold, longestHold, meanAnswer time.Duration
+	// goCPU and localCPU are the CPU time this process (the front, the
+	// processors, the clients) and DynamoDB Local's JVM used during the
+	// load (localCPU 0 when the stack reuses another's JVM).
+	goCPU, localCPU time.Duration
 	// passed and own are the requests DynamoDB Local served during the
 	// load and the 3 s after, by operation: the system's, passed on by the
 	// front, and the front's own.
@@ -171,7 +206,7 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 		tb.Fatalf("start system: %v", err)
 	}
 	defer sys.Close()
-	cc := &callCounter{DB: sys.DynamoDB(), prefix: prefix, conflicts: map[string]int{}}
+	cc := &callCounter{DB: sys.DynamoDB(), prefix: prefix, conflicts: map[string]int{}, spent: map[string]time.Duration{}}
 	st := store.New(cc, store.Config{Tables: store.TablesWithPrefix(prefix)})
 	ctx := context.Background()
 	var ids []string
@@ -193,6 +228,8 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 	var wg sync.WaitGroup
 	before := sys.Front.LimitStats()
 	callsBefore := sys.Front.UpstreamCalls()
+	jvm := stacktest.Stack(tb).DynamoDBLocalPid()
+	goBefore, localBefore := selfCPU(), processCPU(jvm)
 	start := time.Now()
 	stop := start.Add(d)
 	for i := range clients {
@@ -222,7 +259,11 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 	}
 	wg.Wait()
 	out.elapsed = time.Since(start)
+	out.goCPU, out.localCPU = selfCPU()-goBefore, processCPU(jvm)-localBefore
 	out.conflicts = cc.conflicts
+	cc.mu.Lock()
+	out.spent = maps.Clone(cc.spent)
+	cc.mu.Unlock()
 	// The processors follow for a while after the load.
 	time.Sleep(3 * time.Second)
 	after := sys.Front.LimitStats()
@@ -253,9 +294,12 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 // drifts over a run. It reports orders/s, p50/p99 latency, DynamoDB calls
 // per order (p50, p99, max), the requests DynamoDB Local served per order
 // (passed on by the front, and the front's own), how long transactions
-// held their items and waited for their answers, the orders' transaction
-// conflicts by table, the stream processors' conflicts, and the
-// processors' batches that gave up on contention.
+// held their items and waited for their answers, an order's mean latency
+// split by where it went (reads, the applied transaction, the transactions
+// cancelled by conflicts, and the rest: backoff and the store's own work),
+// the CPU time per order of this process and of DynamoDB Local's JVM, the
+// orders' transaction conflicts by table, the stream processors'
+// conflicts, and the processors' batches that gave up on contention.
 //
 //	go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
 //	ORDER_LOAD_MODES=limits=on,limits=off,limits=off,limits=on go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
@@ -329,6 +373,18 @@ func BenchmarkOrderLoad(b *testing.B) {
 				b.ReportMetric(float64(l.meanAnswer.Microseconds())/1000, "tx-answer-mean-ms")
 				b.ReportMetric(float64(sumCalls(l.passed))/float64(l.placed), "local-passed/order")
 				b.ReportMetric(float64(sumCalls(l.own))/float64(l.placed), "local-own/order")
+				var total time.Duration
+				for _, d := range l.latency {
+					total += d
+				}
+				perOrder := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(l.placed) }
+				b.ReportMetric(perOrder(total), "mean-ms")
+				b.ReportMetric(perOrder(l.spent["read"]), "read-ms/order")
+				b.ReportMetric(perOrder(l.spent["commit"]), "commit-ms/order")
+				b.ReportMetric(perOrder(l.spent["conflict"]), "conflict-ms/order")
+				b.ReportMetric(perOrder(total-l.spent["read"]-l.spent["commit"]-l.spent["conflict"]-l.spent["refused"]), "rest-ms/order")
+				b.ReportMetric(float64(l.goCPU.Microseconds())/1000/float64(l.placed), "go-cpu-ms/order")
+				b.ReportMetric(float64(l.localCPU.Microseconds())/1000/float64(l.placed), "jvm-cpu-ms/order")
 				b.Logf("%s: DynamoDB Local served, passed on %v, the front's own %v", mode.name, l.passed, l.own)
 				api := 0
 				for _, n := range l.conflicts {
@@ -342,3 +398,38 @@ func BenchmarkOrderLoad(b *testing.B) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// selfCPU is the CPU time this process has used, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processCPU is the CPU time process pid has used, user and system, read
+// from /proc (0 when pid is 0 or unreadable). Linux counts it in ticks of
+// 1/100 s.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(stat)
+	// pid (comm) state ppid ...: utime and stime are the 12th and 13th
+	// fields after the comm's closing parenthesis.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond
+}
