@@ -286,9 +286,22 @@ func ifMatch(r *http.Request) (*int64, error) {
 	return &n, nil
 }
 
-// etag sets the ETag of a versioned resource.
+// etag sets the ETag of a versioned resource that is one item: its version
+// moves with every write of it, so the tag names its bytes.
 func etag(w http.ResponseWriter, version int64) {
 	w.Header().Set("ETag", `"`+strconv.FormatInt(version, 10)+`"`)
+}
+
+// productTag sets the ETag of a product, a weak one (W/"3"): its page is
+// its catalog item and its stock buckets, each read eventually consistent,
+// and its version the sum of theirs, so two instances behind on different
+// items can answer two pages of one version (a newer bucket with an older
+// catalog item, and the reverse). A strong tag would claim the same bytes.
+// The tag still names the version, which If-Match takes and If-None-Match
+// compares weakly (RFC 9110 13.1.2); CloudFront already weakens the tag of
+// an answer it compresses.
+func productTag(w http.ResponseWriter, version int64) {
+	w.Header().Set("ETag", `W/"`+strconv.FormatInt(version, 10)+`"`)
 }
 
 // noneMatch reports whether the request's If-None-Match names the version:

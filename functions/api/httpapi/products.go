@@ -19,7 +19,7 @@ func (h *Handler) createProduct(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/products/"+p.ProductID)
-	etag(w, p.Version)
+	productTag(w, p.Version)
 	write(w, http.StatusCreated, p)
 	return nil
 }
@@ -29,7 +29,7 @@ func (h *Handler) getProduct(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	etag(w, p.Version)
+	productTag(w, p.Version)
 	if noneMatch(r, p.Version) {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
@@ -58,7 +58,7 @@ func (h *Handler) patchProduct(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	etag(w, p.Version)
+	productTag(w, p.Version)
 	write(w, http.StatusOK, p)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestStockBuckets(t *testing.T) {
 		t.Fatalf("buckets: got %v, want 3, 3, 2, 2", got)
 	}
 	first := e.eventually("/products/"+p, 200) // the page reads eventually consistent
-	if first.num("stock") != 10 || first.num("stockBuckets") != 4 || first.Headers["etag"] != `"1"` {
+	if first.num("stock") != 10 || first.num("stockBuckets") != 4 || first.Headers["etag"] != `W/"1"` {
 		t.Fatalf("got %s, etag %s; want stock 10 over 4 buckets at version 1", first.Body, first.Headers["etag"])
 	}
 	if cc := first.Headers["cache-control"]; cc != "public, max-age=5" {
@@ -82,7 +83,9 @@ func TestStockBuckets(t *testing.T) {
 	if r := e.do("GET", "/products/"+p, anonymous, nil, "If-None-Match", first.Headers["etag"]); r.StatusCode != 200 {
 		t.Errorf("stale If-None-Match: got %d, want 200", r.StatusCode)
 	}
-	r = e.do("GET", "/products/"+p, anonymous, nil, "If-None-Match", `"x", W/`+now.Headers["etag"])
+	// A list, and the tag's strong form (the previous release's): a weak
+	// comparison matches either.
+	r = e.do("GET", "/products/"+p, anonymous, nil, "If-None-Match", `"x", `+strings.TrimPrefix(now.Headers["etag"], "W/"))
 	if r.StatusCode != 304 || r.Body != "" || r.Headers["etag"] != now.Headers["etag"] {
 		t.Errorf("current If-None-Match: got %d %q etag %s, want 304, no body, the etag", r.StatusCode, r.Body, r.Headers["etag"])
 	}
