@@ -12,6 +12,7 @@ import (
 
 	"github.com/shopstream/shopstream/shared/clock"
 	"github.com/shopstream/shopstream/shared/errcode"
+	"github.com/shopstream/shopstream/shared/ulid"
 )
 
 // Limits of an order. MaxLines keeps an order within one TransactWriteItems
@@ -118,8 +119,13 @@ func (r Request) Validate() error {
 		if len(f) >= 20 {
 			break
 		}
-		if strings.TrimSpace(it.ProductID) == "" || len(it.ProductID) > 64 {
+		switch {
+		case strings.TrimSpace(it.ProductID) == "" || len(it.ProductID) > 64:
 			f.Add(fmt.Sprintf("items[%d].productId", i), "is required, at most 64 bytes")
+		case !ulid.Valid(it.ProductID):
+			// No product has it: product ids are ULIDs the API made. Not
+			// a product "no longer available", and not echoed back.
+			f.Add(fmt.Sprintf("items[%d].productId", i), "is not a product id (a ULID)")
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
 			f.Add(fmt.Sprintf("items[%d].quantity", i), "must be from 1 to %d", MaxQuantity)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
+	"github.com/shopstream/shopstream/shared/ulid"
 )
 
 func TestOrders(t *testing.T) {
@@ -51,13 +52,14 @@ func TestOrders(t *testing.T) {
 		want(t, e.do("GET", "/users/olga/orders/"+id, userCaller("x"), nil), 403, "forbidden")
 	})
 	t.Run("short of stock names the products and changes nothing", func(t *testing.T) {
+		gone := ulid.New(nil).Make() // a product id, of no product
 		r := e.do("POST", "/users/olga/orders", olga, map[string]any{"items": []any{
 			map[string]any{"productId": a, "quantity": 1},
 			map[string]any{"productId": b, "quantity": 5},
-			map[string]any{"productId": "gone", "quantity": 1},
+			map[string]any{"productId": gone, "quantity": 1},
 		}})
 		want(t, r, 409, "conflict")
-		if !strings.Contains(r.str("detail"), b) || !strings.Contains(r.str("detail"), "gone") || strings.Contains(r.str("detail"), a) {
+		if !strings.Contains(r.str("detail"), b) || !strings.Contains(r.str("detail"), gone) || strings.Contains(r.str("detail"), a) {
 			t.Errorf("got detail %q, want it to name %s and gone, not %s", r.str("detail"), b, a)
 		}
 		if got := e.stock(a); got != 7 {
@@ -73,6 +75,17 @@ func TestOrders(t *testing.T) {
 			map[string]any{"items": []any{map[string]any{"productId": a, "quantity": 600}, map[string]any{"productId": a, "quantity": 600}}},
 		} {
 			want(t, e.do("POST", "/users/olga/orders", olga, body), 400, "validation")
+		}
+		// A product id no product can have (not a ULID) is the client's
+		// mistake, named as such: it was a 409 "no longer available",
+		// which reads as a product sold out and deleted, and echoed the
+		// id's control characters back.
+		for _, id := range []string{"nope", `a\u0000b`, strings.ToLower(a), a + "0", "8" + a[1:]} {
+			r := e.do("POST", "/users/olga/orders", olga, `{"items":[{"productId":"`+id+`","quantity":1}]}`)
+			want(t, r, 400, "validation")
+			if !strings.Contains(r.Body, `items[0].productId`) || strings.Contains(r.Body, "\\u0000") {
+				t.Errorf("product id %q: got %s, want the field named and the id not echoed", id, r.Body)
+			}
 		}
 	})
 	t.Run("unregistered user", func(t *testing.T) {
