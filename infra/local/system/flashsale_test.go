@@ -64,11 +64,21 @@ type sale struct {
 	units    int
 	latency  []time.Duration
 	elapsed  time.Duration
+	// pages and pageStatuses are the readers' page requests (runSaleRead).
+	pages        []time.Duration
+	pageStatuses map[int]int
 }
 
 // runSale puts a product with stock units over buckets on sale to buyers,
 // each placing tries one-unit orders one after another, and waits for all.
 func runSale(tb testing.TB, sys *system.System, buckets, stock, buyers, tries int) sale {
+	tb.Helper()
+	return runSaleRead(tb, sys, buckets, stock, buyers, tries, 0)
+}
+
+// runSaleRead is runSale with readers that read the product's page, one
+// request after another, while the buyers buy (sale.pages).
+func runSaleRead(tb testing.TB, sys *system.System, buckets, stock, buyers, tries, readers int) sale {
 	tb.Helper()
 	c := client{t: nil, base: sys.APIURL}
 	var created struct{ ProductID string }
@@ -83,10 +93,33 @@ func runSale(tb testing.TB, sys *system.System, buckets, stock, buyers, tries in
 			tb.Fatalf("create user %s: got %d", u, got)
 		}
 	}
-	s := sale{product: created.ProductID, statuses: map[int]int{}, perBuyer: map[string]int{}}
+	s := sale{product: created.ProductID, statuses: map[int]int{}, perBuyer: map[string]int{}, pageStatuses: map[int]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
+	selling := make(chan struct{})
+	var rg sync.WaitGroup
+	for range readers {
+		rg.Go(func() {
+			for {
+				select {
+				case <-selling:
+					return
+				default:
+				}
+				t0 := time.Now()
+				status := c.raw(tb, "GET", "/products/"+s.product, "", nil, nil)
+				d := time.Since(t0)
+				mu.Lock()
+				s.pageStatuses[status]++
+				s.pages = append(s.pages, d)
+				mu.Unlock()
+				// A shop's page views, not a load test of the gateway:
+				// 4 readers stay under prod's 1,000 requests a second.
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
 	for i := range buyers {
 		u := fmt.Sprintf("fan%d", i)
 		wg.Go(func() {
@@ -107,6 +140,8 @@ func runSale(tb testing.TB, sys *system.System, buckets, stock, buyers, tries in
 	}
 	wg.Wait()
 	s.elapsed = time.Since(start)
+	close(selling)
+	rg.Wait()
 	return s
 }
 
@@ -299,5 +334,37 @@ func BenchmarkSoldOut(b *testing.B) {
 		b.ReportMetric(float64(s.statuses[503]), "503s")
 		b.ReportMetric(float64(s.latency[len(s.latency)*99/100].Milliseconds()), "p99-ms")
 		b.Logf("statuses %v in %v", s.statuses, s.elapsed.Round(time.Millisecond))
+	}
+}
+
+// BenchmarkFlashSalePage measures the product's page during a flash sale
+// at AWS's 1,000 WCU: 24 buyers × 10 one-unit orders of one product of 8
+// buckets (and of 1), while 4 readers read its page one request after
+// another (10 ms apart). It reports the page's p50, p99 and slowest latency, its 5xx,
+// and the sale's orders/s beside it.
+//
+//	go test -run '^$' -bench FlashSalePage -benchtime 1x ./infra/local/system
+func BenchmarkFlashSalePage(b *testing.B) {
+	for _, buckets := range []int{8, 1} {
+		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
+			for range b.N {
+				sys := startSale(b, ddbfront.DefaultPartitionWCU)
+				s := runSaleRead(b, sys, buckets, 100_000, 24, 10, 4)
+				slices.Sort(s.pages)
+				b.ReportMetric(float64(s.units)/s.elapsed.Seconds(), "orders/s")
+				b.ReportMetric(float64(len(s.pages))/s.elapsed.Seconds(), "pages/s")
+				b.ReportMetric(float64(s.pages[len(s.pages)/2].Microseconds())/1000, "page-p50-ms")
+				b.ReportMetric(float64(s.pages[len(s.pages)*99/100].Microseconds())/1000, "page-p99-ms")
+				b.ReportMetric(float64(s.pages[len(s.pages)-1].Microseconds())/1000, "page-max-ms")
+				var failed int
+				for status, n := range s.pageStatuses {
+					if status != 200 {
+						failed += n
+					}
+				}
+				b.ReportMetric(float64(failed), "page-not-200")
+				b.Logf("page statuses %v; order statuses %v", s.pageStatuses, s.statuses)
+			}
+		})
 	}
 }
