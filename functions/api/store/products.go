@@ -231,7 +231,8 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// a respread, which stamps every bucket (straddled): such a read is
 	// read again as of one instant. (A cancelled order's units go back to
 	// a bucket drawn at random: a unit sold and given back inside the
-	// milliseconds of one read can show once more on that one page.)
+	// milliseconds of one read, or of its retry of keys DynamoDB left
+	// unprocessed, can show once more on that one page.)
 	read, err := s.readBuckets(ctx, map[string]int{id: n}, true)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
