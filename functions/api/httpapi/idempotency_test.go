@@ -2,6 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -161,5 +164,40 @@ func TestKeptResponseLayout(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no kept response with location %s among %d items", first.Headers["location"], len(kept))
+	}
+}
+
+// TestKeptRefusalOfAnIDNoProductHasIsReplayed: an order naming a product id
+// no product can have is a 400 since 0.19.0, and was a 409 "no longer
+// available" before, which the Idempotency-Key kept. A retry of the same
+// body with that key gets the kept 409 again, as the contract promises for
+// 24 h; without a kept answer the body gets the 400, which is not kept.
+func TestKeptRefusalOfAnIDNoProductHasIsReplayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("kai")
+	kai := userCaller("kai")
+	body := `{"items":[{"productId":"nope","quantity":1}]}`
+	// The record 0.18.0 kept: its key is the route, the user and the key,
+	// each after its length; its hash the body's.
+	record := ""
+	for _, part := range []string{"orders", "kai", "k-old"} {
+		record += strconv.Itoa(len(part)) + ":" + part
+	}
+	sum := sha256.Sum256([]byte(body))
+	refusal := `{"type":"conflict","title":"Conflict","status":409,"detail":"no longer available: nope","products":["nope"]}`
+	kept, err := attributevalue.Marshal(map[string]any{"status": 409, "contentType": "application/problem+json", "body": refusal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.Remember(context.Background(), record, hex.EncodeToString(sum[:]), kept); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("POST", "/users/kai/orders", kai, body, "Idempotency-Key", "k-old")
+	if r.StatusCode != 409 || r.Body != refusal || r.Headers["idempotent-replayed"] != "true" {
+		t.Errorf("the kept refusal: got %d %s (replayed %q), want it again", r.StatusCode, r.Body, r.Headers["idempotent-replayed"])
+	}
+	for range 2 {
+		want(t, e.do("POST", "/users/kai/orders", kai, body, "Idempotency-Key", "k-new"), 400, "validation")
 	}
 }

@@ -21,6 +21,9 @@ func (h *Handler) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	userID := r.PathValue("userId")
 	return idempotent(h, w, r, "orders", userID, body, func(claim *store.Claim[orders.Order]) (orders.Order, error) {
+		if err := in.ValidateIDs(); err != nil {
+			return orders.Order{}, err // not kept for the key: the same body gets it again
+		}
 		o, err := h.deps.Store.PlaceOrder(r.Context(), userID, in, claim)
 		if err == nil {
 			h.placed(r.Context())

@@ -55,8 +55,9 @@ type cachedCatalog struct {
 	// p is the catalog item alone (no stock, its own version), or the
 	// whole page when whole is set.
 	p products.Product
-	// whole marks the page of a product of several buckets, read as of one
-	// instant: it is repeated within the repeat window only.
+	// whole marks the page of a product of several buckets (its buckets
+	// read in one consistent BatchGetItem, or as of one instant across a
+	// respread): it is repeated within the repeat window only.
 	whole bool
 	b     bucket    // bucket 0 as read with the catalog item (not whole)
 	at    time.Time // when the pair was read

@@ -781,7 +781,7 @@ func (d held) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItem
 // TestPageOfSeveralBucketsDuringASale: a product page of several buckets
 // read them in one TransactGetItems, which AWS cancels while an order's
 // transaction holds any of them. In an 8-bucket flash sale through the
-// local stack (BenchmarkFlashSalePage) a page took 3.1-3.8 s, and 4
+// local stack (BenchmarkFlashSalePage) a page took 1.8-3.8 s, and 4
 // readers got 6 pages in the whole sale. The page reads its buckets with a
 // consistent BatchGetItem, which no transaction cancels, and only a read
 // that straddles a respread (the one write that moves units between

@@ -224,7 +224,7 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// AWS cancels a transactional read of an item an order's transaction
 	// holds, and during a sale of the product orders hold its buckets
 	// nearly all the time (an 8-bucket flash sale through the local stack:
-	// pages took 3.1-3.8 s, BenchmarkFlashSalePage). Each item of a
+	// pages took 1.8-3.8 s, BenchmarkFlashSalePage). Each item of a
 	// BatchGetItem is read on its own, so the total may join buckets read
 	// a few milliseconds apart; it counts a unit twice only when a write
 	// moved units between buckets in between, and the write that does is
@@ -232,7 +232,9 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// read again as of one instant. (A cancelled order's units go back to
 	// a bucket drawn at random: a unit sold and given back inside the
 	// milliseconds of one read, or of its retry of keys DynamoDB left
-	// unprocessed, can show once more on that one page.)
+	// unprocessed, can show once more, or a unit given back and sold
+	// again once less, on that page, which this instance may repeat for
+	// the repeat window and a cache keep for its max-age.)
 	read, err := s.readBuckets(ctx, map[string]int{id: n}, true)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
