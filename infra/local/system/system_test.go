@@ -440,14 +440,15 @@ func TestCountersExactThroughFaults(t *testing.T) {
 }
 
 // TestOrderOfAnUnknownProductIsAConflict: an order naming a product id that
-// no product has (never created, deleted, or not even a ULID) is 409
-// conflict naming it, as a cart line whose product was deleted
-// (docs/openapi.yaml, placeOrder).
+// no product has (never created, or deleted) is 409 conflict naming it, as
+// a cart line whose product was deleted; an id that is not a ULID is a 400
+// naming the field (docs/openapi.yaml, placeOrder).
 func TestOrderOfAnUnknownProductIsAConflict(t *testing.T) {
 	sys := start(t, nil, -1)
 	c := client{t, sys.APIURL}
 	c.must(201, "POST", "/users", "u1", map[string]any{"name": "U One"}, nil)
-	for _, unknown := range []string{"01HZZZZZZZZZZZZZZZZZZZZZZ0", "not-a-ulid"} {
+	c.must(400, "POST", "/users/u1/orders", "u1", map[string]any{"items": []map[string]any{{"productId": "not-a-ulid", "quantity": 1}}}, nil)
+	for _, unknown := range []string{"01HZZZZZZZZZZZZZZZZZZZZZZ0"} {
 		var problem struct {
 			Type     string   `json:"type"`
 			Detail   string   `json:"detail"`
