@@ -14,70 +14,10 @@ import (
 
 	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/functions/api/store/replicas"
 	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/tables"
 )
-
-// behind answers eventually consistent reads of the items it holds (by
-// table, then the value of their one key attribute) with those items as
-// they were, as a replica behind may: reads of different items are each
-// stale or not on their own.
-type behind struct {
-	store.DB
-	items map[string]map[string]map[string]types.AttributeValue
-}
-
-func (b behind) old(table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, bool) {
-	if len(key) != 1 {
-		return nil, false
-	}
-	for _, v := range key {
-		if id, ok := v.(*types.AttributeValueMemberS); ok {
-			it, ok := b.items[table][id.Value]
-			return it, ok
-		}
-	}
-	return nil, false
-}
-
-func (b behind) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if !aws.ToBool(in.ConsistentRead) {
-		if it, ok := b.old(aws.ToString(in.TableName), in.Key); ok {
-			return &dynamodb.GetItemOutput{Item: it}, nil
-		}
-	}
-	return b.DB.GetItem(ctx, in, opts...)
-}
-
-func (b behind) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
-	rest := map[string]types.KeysAndAttributes{}
-	for table, ka := range in.RequestItems {
-		var keys []map[string]types.AttributeValue
-		for _, k := range ka.Keys {
-			if it, ok := b.old(table, k); ok && !aws.ToBool(ka.ConsistentRead) {
-				out.Responses[table] = append(out.Responses[table], it)
-			} else {
-				keys = append(keys, k)
-			}
-		}
-		if len(keys) > 0 {
-			ka.Keys = keys
-			rest[table] = ka
-		}
-	}
-	if len(rest) > 0 {
-		more, err := b.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: rest}, opts...)
-		if err != nil {
-			return nil, err
-		}
-		for table, items := range more.Responses {
-			out.Responses[table] = append(out.Responses[table], items...)
-		}
-		out.UnprocessedKeys = more.UnprocessedKeys
-	}
-	return out, nil
-}
 
 // TestProductTagNeverNamesTwoBodies: a product's page is its catalog item
 // and its stock bucket, read eventually consistent, and its version is the
@@ -115,7 +55,7 @@ func TestProductTagNeverNamesTwoBodies(t *testing.T) {
 	// One instance behind on the catalog item, one behind on the bucket.
 	instance := func(table, key string, item map[string]types.AttributeValue) *env {
 		other := *e
-		other.st = store.New(behind{DB: e.db, items: map[string]map[string]map[string]types.AttributeValue{table: {key: item}}},
+		other.st = store.New(&replicas.Behind{DB: e.db, Items: map[string]map[string]map[string]types.AttributeValue{table: {key: item}}},
 			store.Config{Tables: store.TablesWithPrefix(e.prefix)})
 		other.h = httpapi.New(httpapi.Deps{Store: other.st, Cursors: cursor.NewSigner([]byte(testSecret)), Metrics: e.metrics,
 			Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/functions/api/store/replicas"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/products"
 	"github.com/shopstream/shopstream/shared/tables"
@@ -60,7 +61,7 @@ func TestCartShowsProductsAsAnOrderWouldTakeThem(t *testing.T) {
 	}
 	// Eventually consistent reads of the catalog answer as a replica that
 	// has seen neither change.
-	sw.behind.Store(&stale{DB: db, table: catalog, items: before})
+	sw.behind.Store(&replicas.Behind{DB: db, Items: map[string]map[string]map[string]types.AttributeValue{catalog: before}})
 	v, err := st.GetCart(ctx, "u1")
 	if err != nil {
 		t.Fatal(err)

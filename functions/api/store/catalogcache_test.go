@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/functions/api/store/replicas"
 	"github.com/shopstream/shopstream/infra/local/stacktest"
 	"github.com/shopstream/shopstream/shared/orders"
 	"github.com/shopstream/shopstream/shared/products"
@@ -269,10 +270,10 @@ func testPageRepeated(t *testing.T, buckets int) {
 }
 
 // switchable is a DB whose eventually consistent catalog reads can be made
-// to answer as a replica behind a write does (stale, from orderpath_test).
+// to answer as a replica behind a write does (replicas.Behind).
 type switchable struct {
 	store.DB
-	behind atomic.Pointer[stale]
+	behind atomic.Pointer[replicas.Behind]
 }
 
 func (s *switchable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -316,7 +317,7 @@ func TestOwnWriteIsNotUndoneByAReplicaBehind(t *testing.T) {
 	// Past the time this instance reads its own write strongly consistent:
 	// a copy may still be behind (AWS gives the lag no bound).
 	time.Sleep(store.OwnReads + 50*time.Millisecond)
-	sw.behind.Store(&stale{DB: db, table: catalog, items: map[string]map[string]types.AttributeValue{p.ProductID: old.Item}})
+	sw.behind.Store(&replicas.Behind{DB: db, Items: map[string]map[string]map[string]types.AttributeValue{catalog: {p.ProductID: old.Item}}})
 	if got, err := st.GetProduct(ctx, p.ProductID); err != nil || got.Description != "Boils" {
 		t.Fatalf("page from the replica behind: %q, %v; want the old description (the test's premise)", got.Description, err)
 	}

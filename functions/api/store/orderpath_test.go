@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/functions/api/store"
+	"github.com/shopstream/shopstream/functions/api/store/replicas"
 	"github.com/shopstream/shopstream/shared/errcode"
 	"github.com/shopstream/shopstream/shared/orders"
 	"github.com/shopstream/shopstream/shared/products"
@@ -55,60 +56,6 @@ func TestOrderTooLargeForOneTransaction(t *testing.T) {
 	if _, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil); err != nil {
 		t.Fatalf("an order of 500 each: %v", err)
 	}
-}
-
-// stale answers eventually consistent reads of the products table with the
-// catalog items as they were when it was made, as DynamoDB may for a while
-// after a write (reads of different items can each be stale).
-type stale struct {
-	store.DB
-	table string
-	items map[string]map[string]types.AttributeValue
-}
-
-func (s stale) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if aws.ToString(in.TableName) == s.table && !aws.ToBool(in.ConsistentRead) {
-		if it, ok := s.items[in.Key["productId"].(*types.AttributeValueMemberS).Value]; ok {
-			return &dynamodb.GetItemOutput{Item: it}, nil
-		}
-	}
-	return s.DB.GetItem(ctx, in, opts...)
-}
-
-func (s stale) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	req, ok := in.RequestItems[s.table]
-	if !ok || aws.ToBool(req.ConsistentRead) {
-		return s.DB.BatchGetItem(ctx, in, opts...)
-	}
-	out := &dynamodb.BatchGetItemOutput{Responses: map[string][]map[string]types.AttributeValue{}}
-	rest := map[string]types.KeysAndAttributes{}
-	for table, ka := range in.RequestItems {
-		if table != s.table {
-			rest[table] = ka
-		}
-	}
-	var keys []map[string]types.AttributeValue
-	for _, k := range req.Keys {
-		if it, ok := s.items[k["productId"].(*types.AttributeValueMemberS).Value]; ok {
-			out.Responses[s.table] = append(out.Responses[s.table], it)
-		} else {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) > 0 {
-		rest[s.table] = types.KeysAndAttributes{Keys: keys}
-	}
-	if len(rest) > 0 {
-		more, err := s.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: rest}, opts...)
-		if err != nil {
-			return nil, err
-		}
-		for table, items := range more.Responses {
-			out.Responses[table] = append(out.Responses[table], items...)
-		}
-		out.UnprocessedKeys = more.UnprocessedKeys
-	}
-	return out, nil
 }
 
 // TestStaleBucketCountIsNotShortOfStock: after a PATCH spreads 100 units
@@ -253,7 +200,7 @@ func TestStockMovingIntoItsBucketIsNotCountedTwice(t *testing.T) {
 	if b := s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: "moving#0"}}); b == nil {
 		t.Fatal("the change did not move the stock into bucket 0")
 	}
-	st := store.New(stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{"moving": before}}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+	st := store.New(&replicas.Behind{DB: s.db, Items: map[string]map[string]map[string]types.AttributeValue{tables.Physical(s.prefix, tables.Products): {"moving": before}}}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
 	got, err := st.GetProduct(ctx, "moving")
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +383,7 @@ func (s *shapes) respreadBehindAStaleRead() (products.Product, store.DB) {
 	if _, err := s.st.PatchProduct(context.Background(), p.ProductID, products.Patch{StockBuckets: &n}, nil); err != nil {
 		s.t.Fatal(err)
 	}
-	return p, stale{DB: s.db, table: tables.Physical(s.prefix, tables.Products), items: map[string]map[string]types.AttributeValue{p.ProductID: before}}
+	return p, &replicas.Behind{DB: s.db, Items: map[string]map[string]map[string]types.AttributeValue{tables.Physical(s.prefix, tables.Products): {p.ProductID: before}}}
 }
 
 // unseen answers eventually consistent batch reads of table as a replica
