@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,10 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/shopstream/shopstream/functions/api/httpapi"
 	"github.com/shopstream/shopstream/functions/api/store"
 	"github.com/shopstream/shopstream/functions/api/store/replicas"
-	"github.com/shopstream/shopstream/shared/cursor"
 	"github.com/shopstream/shopstream/shared/tables"
 )
 
@@ -54,12 +51,8 @@ func TestProductTagNeverNamesTwoBodies(t *testing.T) {
 	time.Sleep(staleReads) // the local stack's own replicas catch up
 	// One instance behind on the catalog item, one behind on the bucket.
 	instance := func(table, key string, item map[string]types.AttributeValue) *env {
-		other := *e
-		other.st = store.New(&replicas.Behind{DB: e.db, Items: map[string]map[string]map[string]types.AttributeValue{table: {key: item}}},
-			store.Config{Tables: store.TablesWithPrefix(e.prefix)})
-		other.h = httpapi.New(httpapi.Deps{Store: other.st, Cursors: cursor.NewSigner([]byte(testSecret)), Metrics: e.metrics,
-			Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-		return &other
+		return e.instance(store.New(&replicas.Behind{DB: e.db, Items: map[string]map[string]map[string]types.AttributeValue{table: {key: item}}},
+			store.Config{Tables: store.TablesWithPrefix(e.prefix)}))
 	}
 	a := instance(catalog, p, oldCatalog).do("GET", "/products/"+p, anonymous, nil)
 	b := instance(stock, bucket0, oldBucket).do("GET", "/products/"+p, anonymous, nil)

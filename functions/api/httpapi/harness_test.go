@@ -69,17 +69,24 @@ func newEnvWith(tb testing.TB, configure func(*store.Config), deps ...func(*http
 	if configure != nil {
 		configure(&cfg)
 	}
-	st := store.New(db, cfg)
-	e := &env{t: tb, st: st, db: db, prefix: prefix, metrics: &syncBuffer{}}
+	e := &env{t: tb, db: db, prefix: prefix, metrics: &syncBuffer{}}
+	return e.instance(store.New(db, cfg), deps...)
+}
+
+// instance is another API instance on e's tables: a handler on st (its own
+// store: its own caches, or a client of its own), sharing e's metrics.
+func (e *env) instance(st *store.Store, deps ...func(*httpapi.Deps)) *env {
+	other := *e
+	other.st = st
 	d := httpapi.Deps{
 		Store: st, Cursors: cursor.NewSigner([]byte(testSecret)), Metrics: e.metrics,
-		Logger: slog.New(slog.NewTextHandler(testLog{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(testLog{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	for _, f := range deps {
 		f(&d)
 	}
-	e.h = httpapi.New(d)
-	return e
+	other.h = httpapi.New(d)
+	return &other
 }
 
 // testLog sends log lines to the test's log.
