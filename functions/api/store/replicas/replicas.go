@@ -76,7 +76,7 @@ func (b *Behind) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInpu
 	}
 	more, err := b.DB.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: rest, ReturnConsumedCapacity: in.ReturnConsumedCapacity}, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("replicas: %w", err)
+		return nil, fmt.Errorf("batch get of the items not behind (%d tables): %w", len(rest), err)
 	}
 	for table, items := range more.Responses {
 		out.Responses[table] = append(out.Responses[table], items...)
