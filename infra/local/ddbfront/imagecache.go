@@ -64,15 +64,26 @@ type imageTrack struct {
 	// changes it: a committed write is kept for StaleReads (stale.go).
 	before map[string]types.AttributeValue
 	write  bool
+	// p is the item's possible states this write is followed in, at slot
+	// (possible.go); nil when it is not.
+	p    *possible
+	slot int
 }
 
-// startWrites registers the writes of refs as in flight and returns the
-// images the cache holds for them. Callers hold l.mu.
-func (l *limiter) startWrites(refs []ref, now time.Time) (map[string]imageEntry, []imageTrack) {
+// startWrites registers the writes of refs as in flight and returns, by
+// item, the items each may find: the image the cache holds when no other
+// write of it is in flight, or the item's possible states (possible.go); an
+// item left out is to be read. follow says the request's answer will tell
+// whether its writes applied; replay that it is a transaction answered again
+// without being applied. Callers hold l.mu.
+func (l *limiter) startWrites(refs []ref, now time.Time, follow, replay bool) (map[string][]map[string]types.AttributeValue, []imageTrack) {
 	if l.imgs == nil {
 		l.imgs, l.flights = map[string]imageEntry{}, map[string]*flight{}
 	}
-	hits := map[string]imageEntry{}
+	if l.poss == nil {
+		l.poss = map[string]*possible{}
+	}
+	priors := map[string][]map[string]types.AttributeValue{}
 	tracks := make([]imageTrack, 0, len(refs))
 	for _, r := range refs {
 		fl := l.flights[r.id]
@@ -81,16 +92,29 @@ func (l *limiter) startWrites(refs []ref, now time.Time) (map[string]imageEntry,
 			l.flights[r.id] = fl
 		}
 		exact := fl.count == 0 && l.untracked == 0
+		tr := imageTrack{id: r.id, epoch: l.epoch, exact: exact, readAt: now}
+		p := l.poss[r.id]
 		if e, ok := l.imgs[r.id]; ok && exact && now.Sub(e.readAt) < imageTTL {
-			hits[r.id] = e
+			p = newPossible(e)
 		}
 		delete(l.imgs, r.id)
+		delete(l.poss, r.id)
+		if p != nil && l.untracked == 0 {
+			priors[r.id] = p.priors()
+			tr.readAt = p.readAt
+			tr.before = p.latest()
+			if slot, ok := p.add(&pendingWrite{r: r, replay: replay}); ok && follow {
+				tr.p, tr.slot = p, slot
+				l.poss[r.id] = p
+			}
+		}
 		l.started1(r.id)
 		fl.count++
 		fl.seq++
-		tracks = append(tracks, imageTrack{id: r.id, seq: fl.seq, epoch: l.epoch, exact: exact, readAt: now})
+		tr.seq = fl.seq
+		tracks = append(tracks, tr)
 	}
-	return hits, tracks
+	return priors, tracks
 }
 
 // started1 records the start of a write of id. Callers hold l.mu.
@@ -195,7 +219,22 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			continue
 		}
 		fl.count--
-		if committed && t.known && t.exact && fl.seq == t.seq && t.epoch == l.epoch {
+		if t.p != nil {
+			// While the item's states are followed, every write of it in
+			// flight is followed in them: none left, none is pending.
+			if l.poss[t.id] == t.p {
+				t.p.settle(t.slot, committed)
+			}
+			if l.poss[t.id] == t.p && fl.count == 0 {
+				delete(l.poss, t.id)
+				if item, ok := t.p.known(); ok && t.epoch == l.epoch {
+					if len(l.imgs) >= maxImages {
+						clear(l.imgs)
+					}
+					l.imgs[t.id] = imageEntry{item: item, readAt: t.p.readAt}
+				}
+			}
+		} else if committed && t.known && t.exact && fl.seq == t.seq && t.epoch == l.epoch {
 			if len(l.imgs) >= maxImages {
 				clear(l.imgs)
 			}
@@ -237,6 +276,17 @@ func (l *limiter) committedToken(token string, now time.Time) {
 	l.tokens[token] = now
 }
 
+// unfollow forgets the possible states of the items of tracks: the answer
+// did not decide their writes. Callers hold l.mu.
+func (l *limiter) unfollow(tracks []imageTrack) {
+	for i, t := range tracks {
+		if t.p != nil && l.poss[t.id] == t.p {
+			delete(l.poss, t.id)
+		}
+		tracks[i].p = nil
+	}
+}
+
 // forgetImages drops the images of table's items, and keeps the writes of
 // them in flight from leaving one: the table was deleted or created again.
 func (l *limiter) forgetImages(table string) {
@@ -254,6 +304,11 @@ func (l *limiter) forgetImages(table string) {
 	for id := range l.recent {
 		if strings.HasPrefix(id, prefix) {
 			delete(l.recent, id)
+		}
+	}
+	for id := range l.poss {
+		if strings.HasPrefix(id, prefix) {
+			delete(l.poss, id)
 		}
 	}
 	for id, fl := range l.flights {
@@ -278,6 +333,7 @@ func (l *limiter) beginUntracked() {
 	l.untracked++
 	l.epoch++
 	clear(l.imgs)
+	clear(l.poss)
 }
 
 // endUntracked ends what beginUntracked began, once the write has landed.
@@ -290,6 +346,7 @@ func (l *limiter) endUntracked() {
 	l.untracked--
 	l.epoch++
 	clear(l.imgs)
+	clear(l.poss)
 }
 
 // sweeping registers the TTL sweeper's deletes of keys in table as writes
@@ -311,7 +368,7 @@ func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]
 		}
 	}
 	l.mu.Lock()
-	_, tracks := l.startWrites(refs, time.Now())
+	_, tracks := l.startWrites(refs, time.Now(), false, false)
 	l.mu.Unlock()
 	return func() {
 		l.mu.Lock()

@@ -16,12 +16,12 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	it := map[string]types.AttributeValue{"pk": s("a"), "v": n("1")}
 	r := ref{table: "t", id: "t\x00a", kind: "Put", item: it}
 	start := func(l *limiter) []imageTrack {
-		_, tr := l.startWrites([]ref{r}, now)
+		_, tr := l.startWrites([]ref{r}, now, true, false)
 		tr[0].known, tr[0].after = true, it
 		return tr
 	}
 	cached := func(l *limiter) bool {
-		hits, tr := l.startWrites([]ref{r}, now)
+		hits, tr := l.startWrites([]ref{r}, now, false, false)
 		l.endWrites(tr, false, now)
 		_, ok := hits[r.id]
 		return ok
@@ -63,7 +63,7 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	t.Run("too old", func(t *testing.T) {
 		l := &limiter{}
 		l.endWrites(start(l), true, now)
-		hits, tr := l.startWrites([]ref{r}, now.Add(imageTTL))
+		hits, tr := l.startWrites([]ref{r}, now.Add(imageTTL), false, false)
 		l.endWrites(tr, false, now)
 		if len(hits) != 0 {
 			t.Fatal("an image used past imageTTL")
@@ -107,7 +107,7 @@ func TestImageKeptFromAQuietRead(t *testing.T) {
 	write := func(l *limiter) []imageTrack {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		_, tr := l.startWrites([]ref{{table: "t", id: get.id, kind: "Update"}}, now)
+		_, tr := l.startWrites([]ref{{table: "t", id: get.id, kind: "Update"}}, now, true, false)
 		return tr
 	}
 	end := func(l *limiter, tr []imageTrack) {
@@ -256,10 +256,10 @@ func TestUndecidedWriteStaysInFlight(t *testing.T) {
 		l := &limiter{}
 		a := &admission{l: l, txIDs: []string{r.id}, token: "tok", answered: answered}
 		l.mu.Lock()
-		_, a.tracks = l.startWrites([]ref{r}, now)
+		_, a.tracks = l.startWrites([]ref{r}, now, true, false)
 		l.mu.Unlock()
 		a.release()
-		_, next := l.startWrites([]ref{r}, now)
+		_, next := l.startWrites([]ref{r}, now, false, false)
 		if next[0].exact == !answered {
 			t.Errorf("answered %v: a write after it alone on the item: got %v, want %v", answered, next[0].exact, answered)
 		}
@@ -279,7 +279,7 @@ func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
 	start := func(l *limiter) []imageTrack {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		_, tr := l.startWrites([]ref{r}, now)
+		_, tr := l.startWrites([]ref{r}, now, true, false)
 		tr[0].known, tr[0].after = true, it
 		return tr
 	}
@@ -291,7 +291,7 @@ func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
 	cached := func(l *limiter) bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		hits, tr := l.startWrites([]ref{r}, now)
+		hits, tr := l.startWrites([]ref{r}, now, false, false)
 		l.endWrites(tr, false, now)
 		return len(hits) == 1
 	}

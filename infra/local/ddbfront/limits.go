@@ -27,21 +27,21 @@ import (
 type Limits struct {
 	// Off passes every request on unchecked, for debugging only.
 	Off bool
-	// TxWindow is the least time a TransactWriteItems takes: AWS's
-	// two-phase commit holds its items for its prepare and commit rounds
-	// before it answers, which DynamoDB Local's one SQLite thread does not
-	// take. A transaction holds its items from its arrival until its answer,
-	// which the front sends no sooner than TxWindow after the arrival
-	// (default DefaultTxWindow); another request on a held item conflicts.
-	// ReleaseAtWindow holds them TxWindow only, while the answer may still
-	// wait for DynamoDB Local behind other requests (AWS would not make it
-	// wait): closer to AWS's window, but measured no faster on this
-	// machine, and a transaction admitted beside an unanswered one on its
-	// item is priced by a read (docs/decisions.md, "How long a transaction
-	// holds its items"), so not the default. The ClientRequestToken stays in progress until the
-	// answer either way.
+	// TxWindow is the time a TransactWriteItems holds its items: AWS's
+	// two-phase commit holds them for its prepare and commit rounds, which
+	// DynamoDB Local's one SQLite thread does not take. A transaction holds
+	// its items from its arrival for TxWindow (default DefaultTxWindow), or
+	// until its answer if that comes first; another request on a held item
+	// conflicts. Its answer comes no sooner than TxWindow after its arrival,
+	// and may wait longer for DynamoDB Local behind other requests, which
+	// AWS would not make it wait: a write of its item admitted meanwhile is
+	// priced by every item it may find, the item before the transaction and
+	// after it (possible.go). HoldUntilAnswer holds the items until the
+	// answer however late it comes, stricter than AWS and measured slower
+	// (docs/decisions.md, "A transaction holds its items for AWS's window").
+	// The ClientRequestToken stays in progress until the answer either way.
 	TxWindow        time.Duration
-	ReleaseAtWindow bool
+	HoldUntilAnswer bool
 	// PartitionWCU and PartitionRCU are the write units, or the read units,
 	// one partition of a table or index serves per second, or a linear mix
 	// of the two (defaults DefaultPartitionWCU and DefaultPartitionRCU).
@@ -115,7 +115,7 @@ type LimitStats struct {
 	Unprocessed int64
 	// Holds counts the transactions admitted that held their items;
 	// HeldFor is the time they held them in all, from arrival to release
-	// (until the answer; with ReleaseAtWindow, TxWindow each), and
+	// (TxWindow each; with HoldUntilAnswer, until the answer), and
 	// LongestHold the longest. AnsweredIn is the time from their arrival
 	// to their answer in all (at least TxWindow each for those passed on,
 	// longer when DynamoDB Local or the queue before it is slower than
@@ -156,6 +156,9 @@ type limiter struct {
 	// (imagecache.go): untracked counts the writes in flight the limits
 	// could not name, and epoch moves at each of their starts and ends.
 	imgs map[string]imageEntry
+	// poss are the possible states of items with writes in flight
+	// (possible.go).
+	poss map[string]*possible
 	// recent are the writes each item had within StaleReads (stale.go).
 	recent       map[string][]staleWrite
 	recentPruned time.Time
@@ -445,7 +448,7 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 	if token != "" {
 		l.txTokens[token]++
 	}
-	if l.cfg.ReleaseAtWindow {
+	if !l.cfg.HoldUntilAnswer {
 		adm.holdTimer = time.AfterFunc(l.cfg.TxWindow, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -557,6 +560,7 @@ func (a *admission) release() {
 		tracks, l := a.tracks, a.l
 		a.tracks = nil
 		l.mu.Lock()
+		l.unfollow(tracks)
 		if len(a.txIDs) > 0 {
 			l.committedToken(a.token, time.Now())
 		}
@@ -620,9 +624,9 @@ func (a *admission) releaseNow() {
 	a.txIDs, a.writeID = nil, nil
 }
 
-// unholdLocked ends a transaction's hold of its items, at its answer (with
-// ReleaseAtWindow, at TxWindow after its arrival if that comes first), and
-// counts how long it held them. l.mu is held.
+// unholdLocked ends a transaction's hold of its items, at TxWindow after its
+// arrival or at its answer if that comes first (with HoldUntilAnswer, at its
+// answer), and counts how long it held them. l.mu is held.
 func (a *admission) unholdLocked(now time.Time) {
 	if !a.held {
 		return
@@ -795,10 +799,16 @@ func (b bucketKey) tableLevel() bucketKey {
 // (settle).
 func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, transactional bool) ([]charge, []settlement, error) {
 	l.mu.Lock()
-	hits, tracks := l.startWrites(refs, time.Now())
+	// A batch's items succeed or stay unprocessed one by one, which its
+	// answer does not tell the front: their states are not followed.
+	priors, tracks := l.startWrites(refs, time.Now(), adm.op != "BatchWriteItem", adm.replay)
 	adm.tracks = tracks
 	l.mu.Unlock()
-	before, err := l.imagesOf(ctx, refs, hits)
+	have := make(map[string]imageEntry, len(priors))
+	for id, ps := range priors {
+		have[id] = imageEntry{item: ps[0]}
+	}
+	read, err := l.imagesOf(ctx, refs, have)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -809,28 +819,42 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		if err != nil {
 			return nil, nil, err
 		}
-		old := before[r.id]
-		after, known := old, true
-		switch r.kind {
-		case "Put":
-			after = r.item
-		case "Delete":
-			after = nil
-		case "Update":
-			if r.actionsErr == nil {
-				after, err = applyUpdate(old, r.key, r.actions)
-			}
-			if r.actionsErr != nil || err != nil {
-				after, known = old, false
-			}
-		}
 		tr := &adm.tracks[i]
-		tr.after, tr.known = after, known && !adm.replay
-		tr.before, tr.write = old, r.kind != "ConditionCheck" && !adm.replay
-		if e, ok := hits[r.id]; ok {
-			tr.readAt = e.readAt
+		olds, followed := priors[r.id]
+		if !followed {
+			olds = []map[string]types.AttributeValue{read[r.id]}
+			tr.before = read[r.id]
 		}
-		cs := chargesOf(t, i, r, old, after, transactional)
+		// The most any item the write may find costs, partition by
+		// partition (possible.go).
+		most := map[bucketKey]float64{}
+		var order []bucketKey
+		var old, after map[string]types.AttributeValue
+		known := true
+		for _, o := range olds {
+			a, ok := afterOf(r, o, false)
+			if !ok {
+				a, known = o, false
+			}
+			if old == nil || capacity.ItemSize(o) > capacity.ItemSize(old) {
+				old = o
+			}
+			after = a
+			for _, c := range chargesOf(t, i, r, o, a, transactional) {
+				if u, seen := most[c.bucket]; !seen {
+					order = append(order, c.bucket)
+					most[c.bucket] = c.units
+				} else if c.units > u {
+					most[c.bucket] = c.units
+				}
+			}
+		}
+		cs := make([]charge, len(order))
+		for j, b := range order {
+			cs[j] = charge{pos: i, bucket: b, units: most[b]}
+		}
+		tr.after, tr.known = after, known && !adm.replay && len(olds) == 1
+		tr.write = r.kind != "ConditionCheck" && !adm.replay
 		if r.kind == "Put" && r.absentIfApplied {
 			adm.ifRefused = append(adm.ifRefused, settlement{ref: r, charged: cs, transactional: transactional})
 		}

@@ -70,17 +70,16 @@ func frontOn(t *testing.T, upstream string, limits ddbfront.Limits, name string)
 	return st, table
 }
 
-// A transaction holds its items until its answer, however late DynamoDB
-// Local gives it (stricter than AWS, whose two phases take TxWindow): a
-// write of its item after the window but before its late answer is
-// refused. With ReleaseAtWindow it holds them for the window only, and that
-// write is not refused. Either way its ClientRequestToken stays in
-// progress until the answer.
+// A transaction holds its items for the window, as AWS's two phases do,
+// however late DynamoDB Local answers it: a write of its item after the
+// window but before its late answer is not refused. With HoldUntilAnswer
+// it holds them until its answer, and that write is refused. Either way
+// its ClientRequestToken stays in progress until the answer.
 func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 	const window, slow = 300 * time.Millisecond, 3 * time.Second
 	upstream := slowTransactions(t, slow)
 	for _, untilAnswer := range []bool{true, false} {
-		st, table := frontOn(t, upstream, ddbfront.Limits{TxWindow: window, ReleaseAtWindow: !untilAnswer}, "held")
+		st, table := frontOn(t, upstream, ddbfront.Limits{TxWindow: window, HoldUntilAnswer: untilAnswer}, "held")
 		db := st.DynamoDB()
 
 		in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("hold-" + table),
@@ -139,15 +138,16 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 
 // A write whose client goes away before the answer still happens, as on
 // AWS once the request arrived: the front waits for DynamoDB Local's
-// answer, so a transaction keeps its items and its ClientRequestToken in
-// progress until then. Before, the client's leaving cancelled the request
-// to DynamoDB Local and ended the hold: a write of the item went through,
-// and the token sent again was passed on as a replay of a transaction that
-// had never been applied.
-func TestATransactionWhoseClientLeftHoldsUntilItsAnswer(t *testing.T) {
-	const slow = 4 * time.Second
+// answer, so a transaction keeps its items for its window, and its
+// ClientRequestToken in progress until the answer. Before, the client's
+// leaving cancelled the request to DynamoDB Local and ended the hold: a
+// write of the item went through, and the token sent again was passed on as
+// a replay of a transaction that had never been applied. The window here is
+// longer than the client waits.
+func TestATransactionWhoseClientLeftStillHoldsAndStaysInProgress(t *testing.T) {
+	const slow, window = 4 * time.Second, 2 * time.Second
 	upstream := slowTransactions(t, slow)
-	st, table := frontOn(t, upstream, ddbfront.Limits{}, "left")
+	st, table := frontOn(t, upstream, ddbfront.Limits{TxWindow: window}, "left")
 	db := st.DynamoDB()
 
 	in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("left-" + table),
@@ -171,8 +171,8 @@ func TestATransactionWhoseClientLeftHoldsUntilItsAnswer(t *testing.T) {
 	if !errors.As(err, &tip) {
 		t.Errorf("the same token after the client left, before the answer: got %v, want TransactionInProgressException", err)
 	}
-	if time.Since(start) >= slow {
-		t.Fatalf("the checks took %s, past the answer; they prove nothing", time.Since(start))
+	if time.Since(start) >= window {
+		t.Fatalf("the checks took %s, past the window; they prove nothing", time.Since(start))
 	}
 
 	// Once DynamoDB Local has answered, the transaction was applied, and

@@ -129,8 +129,8 @@ type orderLoad struct {
 	// batches that gave up on contention ("still contended").
 	allConflicts, gaveUp int64
 	// meanHold is how long a transaction held its items on average, from
-	// its arrival at the front to their release (its answer, or TxWindow
-	// with ReleaseAtWindow; AWS's two phases take about DefaultTxWindow);
+	// its arrival at the front to their release (TxWindow, AWS's two
+	// phases, or its answer with HoldUntilAnswer);
 	// longestHold the longest (0 with the limits off); meanAnswer how long
 	// it waited for its answer on average.
 	meanHold, longestHold, meanAnswer time.Duration
@@ -285,8 +285,8 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 // them, in one run on one machine: 24 clients (ORDER_LOAD_CLIENTS) over 10
 // products of one stock bucket for 10 s (ORDER_LOAD_SECONDS), with the counters, the indexer and
 // the archiver following the streams, after an unmeasured warm-up of half
-// that; then under the limits with each transaction holding its items for
-// AWS's window only, not until its answer (Limits.ReleaseAtWindow,
+// that; then under the limits with each transaction holding its items
+// until its answer, not for AWS's window only (Limits.HoldUntilAnswer,
 // docs/decisions.md); then with the products' stock over 4 buckets, under
 // the limits and without them, so that each bucket count has its own
 // ratio. ORDER_LOAD_MODES names the modes to run, in order, repeats
@@ -321,7 +321,7 @@ func BenchmarkOrderLoad(b *testing.B) {
 		}
 		clients = n
 	}
-	on, off, atWindow := ddbfront.Limits{}, ddbfront.Limits{Off: true}, ddbfront.Limits{ReleaseAtWindow: true}
+	on, off, untilAnswer := ddbfront.Limits{}, ddbfront.Limits{Off: true}, ddbfront.Limits{HoldUntilAnswer: true}
 	// DynamoDB Local's JVM compiles its hot paths over the first seconds
 	// of load, so the same load, unmeasured, comes first. It does not
 	// remove the whole drift: the first mode measured still measures about
@@ -333,7 +333,7 @@ func BenchmarkOrderLoad(b *testing.B) {
 		limits  ddbfront.Limits
 		buckets int
 	}
-	modes := []mode{{"limits=on", on, 1}, {"limits=off", off, 1}, {"limits=on/hold=window", atWindow, 1},
+	modes := []mode{{"limits=on", on, 1}, {"limits=off", off, 1}, {"limits=on/hold=answer", untilAnswer, 1},
 		{"limits=on/buckets=4", on, 4}, {"limits=off/buckets=4", off, 4}}
 	if v := os.Getenv("ORDER_LOAD_MODES"); v != "" {
 		// An order of the modes, names repeated to alternate them

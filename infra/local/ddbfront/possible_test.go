@@ -1,0 +1,92 @@
+package ddbfront_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
+)
+
+// A write admitted while a transaction on its item is past its window but
+// still unanswered may land before or after it, as on AWS, where the
+// transaction has committed by then. The front prices it by every item it
+// may find, without reading the item (DynamoDB Local would answer with the
+// item before the transaction, the cheaper one): here 10 units, the 10 KB
+// item the transaction makes, not 1. Once both answered, the item is known
+// again and the next write is priced from it, with no read either.
+func TestWriteBesideAnUnansweredTransactionPricedByWhatItMayFind(t *testing.T) {
+	const window, slow = 200 * time.Millisecond, 2 * time.Second
+	clock := newStillClock()
+	st, table := frontOn(t, slowTransactions(t, slow), ddbfront.Limits{
+		TxWindow: window, PartitionWCU: 40, Now: clock.Now, Partitions: onePerKey,
+	}, "possible")
+	db := st.DynamoDB()
+	put(t, db, table, item("slow", 1, nil))
+	clock.refill()
+	own := func() int64 { return st.Front.UpstreamCalls().Own["BatchGetItem"] }
+	setV := func(sk int, v int64) error {
+		_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("slow", sk),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(v)}}, noRetry)
+		return err
+	}
+	// unitsLeft spends the partition's units on 1-unit writes of other
+	// items of the partition key "slow", and says how many it took.
+	unitsLeft := func(from int) int {
+		return admitted(t, 40, func(i int) error { return setV(from+i, 1) })
+	}
+
+	first := make(chan error, 1)
+	go func() {
+		// 2 × 10 units of the partition's 40.
+		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+			TableName: aws.String(table), Key: key("slow", 1),
+			UpdateExpression: aws.String("SET body = :b"), ExpressionAttributeValues: map[string]types.AttributeValue{":b": tenKB},
+		}}}}, noRetry)
+		first <- err
+	}()
+	time.Sleep(window + window/2)
+	ownBefore := own()
+	if err := setV(1, 2); err != nil {
+		t.Fatalf("a write of the item after the transaction's window: %v", err)
+	}
+	if n := own() - ownBefore; n != 0 {
+		t.Errorf("the write beside the unanswered transaction read %d times, want 0: it knows what the item may be", n)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the transaction answered (%v) before the write; the test proves nothing", err)
+	default:
+	}
+	// 40 - 20 - 10 = 10 units left; 19 if the write had been priced by
+	// the item before the transaction.
+	if got := unitsLeft(100); got != 10 {
+		t.Errorf("after the write beside the transaction, %d units left, want 10: the write was charged %d, want 10", got, 20-got)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the transaction: %v", err)
+	}
+
+	clock.refill()
+	ownBefore = own()
+	if err := setV(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := own() - ownBefore; n != 0 {
+		t.Errorf("the next write, both answered: %d reads, want 0 (the item is known again)", n)
+	}
+	if got := unitsLeft(200); got != 30 {
+		t.Errorf("after a write of the 10 KB item, %d units left, want 30", got)
+	}
+	clock.refill()
+	out, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("slow", 1), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Item["body"]; !ok || out.Item["v"].(*types.AttributeValueMemberN).Value != "3" {
+		t.Fatalf("the item: %v, want the transaction's body and v 3", out.Item)
+	}
+}
