@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 // The front prices a write by the item it changes (the larger of before and
@@ -64,28 +66,50 @@ type imageTrack struct {
 	// changes it: a committed write is kept for StaleReads (stale.go).
 	before map[string]types.AttributeValue
 	write  bool
-	// p is the item's possible states this write is followed in, at slot
-	// (possible.go); nil when it is not.
-	p    *possible
-	slot int
+	// p is the item's possible states this write is followed in, as w
+	// (possible.go), and priced what w was charged as it joined them; p is
+	// nil when the write is not followed.
+	p      *possible
+	w      *pendingWrite
+	priced []charge
 }
 
-// startWrites registers the writes of refs as in flight and returns, by
-// item, the items each may find: the image the cache holds when no other
-// write of it is in flight, or the item's possible states (possible.go); an
-// item left out is to be read. follow says the request's answer will tell
-// whether its writes applied; replay that it is a transaction answered again
-// without being applied. Callers hold l.mu.
-func (l *limiter) startWrites(refs []ref, now time.Time, follow, replay bool) (map[string][]map[string]types.AttributeValue, []imageTrack) {
+// following says how the writes of a request may be followed in their
+// items' possible states (possible.go): tables are the refs' tables, in
+// order; adm is a transaction's admission, whose holds a dropped chain
+// takes back.
+type following struct {
+	tables        []tables.Table
+	transactional bool
+	adm           *admission
+}
+
+// startedWrites is what startWrites found: by item, the items each write
+// may find (the image the cache holds when no other write of it is in
+// flight, or the item's possible states; an item left out is to be read),
+// the tracks, and what the writes already unanswered owe for the states
+// these writes add.
+type startedWrites struct {
+	priors map[string][]map[string]types.AttributeValue
+	tracks []imageTrack
+	debts  []charge
+}
+
+// startWrites registers the writes of refs as in flight. f says how they
+// may be followed in their items' possible states; nil, not at all (their
+// answer will not say whether they applied). Callers hold l.mu.
+func (l *limiter) startWrites(refs []ref, now time.Time, f *following) startedWrites {
 	if l.imgs == nil {
-		l.imgs, l.flights = map[string]imageEntry{}, map[string]*flight{}
+		l.imgs = map[string]imageEntry{}
+	}
+	if l.flights == nil {
+		l.flights = map[string]*flight{}
 	}
 	if l.poss == nil {
 		l.poss = map[string]*possible{}
 	}
-	priors := map[string][]map[string]types.AttributeValue{}
-	tracks := make([]imageTrack, 0, len(refs))
-	for _, r := range refs {
+	out := startedWrites{priors: map[string][]map[string]types.AttributeValue{}, tracks: make([]imageTrack, 0, len(refs))}
+	for i, r := range refs {
 		fl := l.flights[r.id]
 		if fl == nil {
 			fl = &flight{}
@@ -96,25 +120,72 @@ func (l *limiter) startWrites(refs []ref, now time.Time, follow, replay bool) (m
 		p := l.poss[r.id]
 		if e, ok := l.imgs[r.id]; ok && exact && now.Sub(e.readAt) < imageTTL {
 			p = newPossible(e)
+			l.poss[r.id] = p
 		}
 		delete(l.imgs, r.id)
-		delete(l.poss, r.id)
 		if p != nil && l.untracked == 0 {
-			priors[r.id] = p.priors()
-			tr.readAt = p.readAt
-			tr.before = p.latest()
-			if slot, ok := p.add(&pendingWrite{r: r, replay: replay}); ok && follow {
-				tr.p, tr.slot = p, slot
-				l.poss[r.id] = p
+			out.priors[r.id] = p.priors()
+			tr.readAt, tr.before = p.readAt, p.before()
+			followed := false
+			// A chain is read again at least every imageTTL, as an
+			// image is.
+			if f != nil && now.Sub(p.readAt) < imageTTL {
+				w := &pendingWrite{r: r, t: f.tables[i], transactional: f.transactional, adm: f.adm}
+				debts, ok := p.add(w)
+				out.debts = append(out.debts, debts...)
+				if ok {
+					followed = true
+					tr.p, tr.w = p, w
+					for b, u := range w.most {
+						tr.priced = append(tr.priced, charge{pos: i, bucket: b, units: u})
+					}
+				}
 			}
+			if !followed {
+				l.dropChain(r.id)
+			}
+		} else if p != nil {
+			l.dropChain(r.id)
 		}
 		l.started1(r.id)
 		fl.count++
 		fl.seq++
 		tr.seq = fl.seq
-		tracks = append(tracks, tr)
+		out.tracks = append(out.tracks, tr)
 	}
-	return priors, tracks
+	return out
+}
+
+// dropChain stops following item id's states: a transaction followed in them
+// whose hold of the item ended at its window holds it again until its
+// answer, since a write admitted now would be priced by a read that may not
+// see it. Callers hold l.mu.
+func (l *limiter) dropChain(id string) {
+	p := l.poss[id]
+	if p == nil {
+		return
+	}
+	delete(l.poss, id)
+	for _, w := range p.pending {
+		if w != nil && w.adm != nil {
+			w.adm.reholdLocked(id)
+		}
+	}
+	for _, w := range p.checks {
+		if w.adm != nil {
+			w.adm.reholdLocked(id)
+		}
+	}
+}
+
+// followedLocked says whether the write of txIDs[i] is still followed in its
+// item's possible states. Callers hold l.mu.
+func (a *admission) followedLocked(i int) bool {
+	if i >= len(a.tracks) {
+		return false
+	}
+	t := a.tracks[i]
+	return t.p != nil && a.l.poss[t.id] == t.p
 }
 
 // started1 records the start of a write of id. Callers hold l.mu.
@@ -223,15 +294,15 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			// While the item's states are followed, every write of it in
 			// flight is followed in them: none left, none is pending.
 			if l.poss[t.id] == t.p {
-				t.p.settle(t.slot, committed)
-			}
-			if l.poss[t.id] == t.p && fl.count == 0 {
-				delete(l.poss, t.id)
-				if item, ok := t.p.known(); ok && t.epoch == l.epoch {
-					if len(l.imgs) >= maxImages {
-						clear(l.imgs)
+				t.p.settle(t.w, committed)
+				if fl.count == 0 {
+					delete(l.poss, t.id)
+					if item, ok := t.p.known(); ok && t.epoch == l.epoch {
+						if len(l.imgs) >= maxImages {
+							clear(l.imgs)
+						}
+						l.imgs[t.id] = imageEntry{item: item, readAt: t.p.readAt}
 					}
-					l.imgs[t.id] = imageEntry{item: item, readAt: t.p.readAt}
 				}
 			}
 		} else if committed && t.known && t.exact && fl.seq == t.seq && t.epoch == l.epoch {
@@ -281,9 +352,16 @@ func (l *limiter) committedToken(token string, now time.Time) {
 func (l *limiter) unfollow(tracks []imageTrack) {
 	for i, t := range tracks {
 		if t.p != nil && l.poss[t.id] == t.p {
-			delete(l.poss, t.id)
+			l.dropChain(t.id)
 		}
 		tracks[i].p = nil
+	}
+}
+
+// dropChains drops every item's states. Callers hold l.mu.
+func (l *limiter) dropChains() {
+	for id := range l.poss {
+		l.dropChain(id)
 	}
 }
 
@@ -308,7 +386,7 @@ func (l *limiter) forgetImages(table string) {
 	}
 	for id := range l.poss {
 		if strings.HasPrefix(id, prefix) {
-			delete(l.poss, id)
+			l.dropChain(id)
 		}
 	}
 	for id, fl := range l.flights {
@@ -333,7 +411,7 @@ func (l *limiter) beginUntracked() {
 	l.untracked++
 	l.epoch++
 	clear(l.imgs)
-	clear(l.poss)
+	l.dropChains()
 }
 
 // endUntracked ends what beginUntracked began, once the write has landed.
@@ -346,7 +424,7 @@ func (l *limiter) endUntracked() {
 	l.untracked--
 	l.epoch++
 	clear(l.imgs)
-	clear(l.poss)
+	l.dropChains()
 }
 
 // sweeping registers the TTL sweeper's deletes of keys in table as writes
@@ -368,7 +446,7 @@ func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]
 		}
 	}
 	l.mu.Lock()
-	_, tracks := l.startWrites(refs, time.Now(), false, false)
+	tracks := l.startWrites(refs, time.Now(), nil).tracks
 	l.mu.Unlock()
 	return func() {
 		l.mu.Lock()

@@ -6,7 +6,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/shared/tables"
 )
+
+// followAll follows n writes of a table with no indexes.
+func followAll(n int) *following {
+	return &following{tables: make([]tables.Table, n)}
+}
 
 // An image is kept only from a write that was alone on its item from its
 // admission to its answer and committed, and a write sent again with a
@@ -16,12 +23,13 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	it := map[string]types.AttributeValue{"pk": s("a"), "v": n("1")}
 	r := ref{table: "t", id: "t\x00a", kind: "Put", item: it}
 	start := func(l *limiter) []imageTrack {
-		_, tr := l.startWrites([]ref{r}, now, true, false)
+		tr := l.startWrites([]ref{r}, now, followAll(1)).tracks
 		tr[0].known, tr[0].after = true, it
 		return tr
 	}
 	cached := func(l *limiter) bool {
-		hits, tr := l.startWrites([]ref{r}, now, false, false)
+		st := l.startWrites([]ref{r}, now, nil)
+		hits, tr := st.priors, st.tracks
 		l.endWrites(tr, false, now)
 		_, ok := hits[r.id]
 		return ok
@@ -63,7 +71,8 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	t.Run("too old", func(t *testing.T) {
 		l := &limiter{}
 		l.endWrites(start(l), true, now)
-		hits, tr := l.startWrites([]ref{r}, now.Add(imageTTL), false, false)
+		st := l.startWrites([]ref{r}, now.Add(imageTTL), nil)
+		hits, tr := st.priors, st.tracks
 		l.endWrites(tr, false, now)
 		if len(hits) != 0 {
 			t.Fatal("an image used past imageTTL")
@@ -107,7 +116,7 @@ func TestImageKeptFromAQuietRead(t *testing.T) {
 	write := func(l *limiter) []imageTrack {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		_, tr := l.startWrites([]ref{{table: "t", id: get.id, kind: "Update"}}, now, true, false)
+		tr := l.startWrites([]ref{{table: "t", id: get.id, kind: "Update"}}, now, followAll(1)).tracks
 		return tr
 	}
 	end := func(l *limiter, tr []imageTrack) {
@@ -256,10 +265,10 @@ func TestUndecidedWriteStaysInFlight(t *testing.T) {
 		l := &limiter{}
 		a := &admission{l: l, txIDs: []string{r.id}, token: "tok", answered: answered}
 		l.mu.Lock()
-		_, a.tracks = l.startWrites([]ref{r}, now, true, false)
+		a.tracks = l.startWrites([]ref{r}, now, followAll(1)).tracks
 		l.mu.Unlock()
 		a.release()
-		_, next := l.startWrites([]ref{r}, now, false, false)
+		next := l.startWrites([]ref{r}, now, nil).tracks
 		if next[0].exact == !answered {
 			t.Errorf("answered %v: a write after it alone on the item: got %v, want %v", answered, next[0].exact, answered)
 		}
@@ -279,7 +288,7 @@ func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
 	start := func(l *limiter) []imageTrack {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		_, tr := l.startWrites([]ref{r}, now, true, false)
+		tr := l.startWrites([]ref{r}, now, followAll(1)).tracks
 		tr[0].known, tr[0].after = true, it
 		return tr
 	}
@@ -291,7 +300,8 @@ func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
 	cached := func(l *limiter) bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		hits, tr := l.startWrites([]ref{r}, now, false, false)
+		st := l.startWrites([]ref{r}, now, nil)
+		hits, tr := st.priors, st.tracks
 		l.endWrites(tr, false, now)
 		return len(hits) == 1
 	}

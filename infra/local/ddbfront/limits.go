@@ -213,10 +213,16 @@ type admission struct {
 	op      string
 	txIDs   []string
 	writeID []string
-	// held says the transaction's items are still held against others;
-	// holdTimer ends that at TxWindow after start.
+	// held says some of the transaction's items are still held against
+	// others; holdTimer ends that at TxWindow after start for the items
+	// followed in their possible states, and freed are those (a dropped
+	// chain takes one back: reholdLocked). heldUntil is when the last was
+	// freed, and counted says the hold is in the stats.
 	held      bool
 	holdTimer *time.Timer
+	freed     map[string]bool
+	heldUntil time.Time
+	counted   bool
 	// tracks are the written items, for the image cache; committed says
 	// DynamoDB Local answered the write 200; token is a transaction's
 	// ClientRequestToken, replay that it committed before.
@@ -256,10 +262,11 @@ type admission struct {
 }
 
 // settlement is a write charged on its item before alone, to be charged
-// what its item after adds.
+// what its item after adds: befores are the items it may have found (one,
+// unless written beside unanswered writes of its item).
 type settlement struct {
 	ref           ref
-	before        map[string]types.AttributeValue
+	befores       []map[string]types.AttributeValue
 	charged       []charge
 	transactional bool
 }
@@ -452,7 +459,7 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 		adm.holdTimer = time.AfterFunc(l.cfg.TxWindow, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			adm.unholdLocked(time.Now())
+			adm.unholdFollowedLocked(time.Now())
 		})
 	}
 	l.mu.Unlock()
@@ -624,24 +631,72 @@ func (a *admission) releaseNow() {
 	a.txIDs, a.writeID = nil, nil
 }
 
-// unholdLocked ends a transaction's hold of its items, at TxWindow after its
-// arrival or at its answer if that comes first (with HoldUntilAnswer, at its
-// answer), and counts how long it held them. l.mu is held.
-func (a *admission) unholdLocked(now time.Time) {
+// unholdFollowedLocked ends, at TxWindow after the transaction's arrival,
+// its hold of the items its writes are followed in (possible.go): a write of
+// one admitted before its answer is priced by every item it may find. An
+// item not followed stays held until the answer. l.mu is held.
+func (a *admission) unholdFollowedLocked(now time.Time) {
 	if !a.held {
 		return
 	}
-	a.held = false
 	l := a.l
-	held := now.Sub(a.start)
-	l.stats.Holds++
-	l.stats.HeldFor += held
-	l.stats.LongestHold = max(l.stats.LongestHold, held)
-	for _, id := range a.txIDs {
+	if a.freed == nil {
+		a.freed = map[string]bool{}
+	}
+	all := true
+	for i, id := range a.txIDs {
+		if a.freed[id] {
+			continue
+		}
+		if !a.followedLocked(i) {
+			all = false
+			continue
+		}
+		a.freed[id] = true
 		if l.txItems[id]--; l.txItems[id] <= 0 {
 			delete(l.txItems, id)
 		}
 	}
+	if all {
+		a.held, a.heldUntil = false, now
+	}
+}
+
+// reholdLocked holds item id again until the answer: its possible states
+// are no longer followed. l.mu is held.
+func (a *admission) reholdLocked(id string) {
+	if !a.freed[id] || len(a.txIDs) == 0 {
+		return
+	}
+	a.freed[id] = false
+	a.l.txItems[id]++
+	a.held = true
+}
+
+// unholdLocked ends a transaction's hold of its items at its answer (those
+// freed at the window are free already), and counts how long it held them.
+// l.mu is held.
+func (a *admission) unholdLocked(now time.Time) {
+	l := a.l
+	if a.held {
+		a.held, a.heldUntil = false, now
+		for _, id := range a.txIDs {
+			if a.freed[id] {
+				continue
+			}
+			if l.txItems[id]--; l.txItems[id] <= 0 {
+				delete(l.txItems, id)
+			}
+		}
+	}
+	if a.counted || a.heldUntil.IsZero() {
+		return
+	}
+	a.counted = true
+	held := a.heldUntil.Sub(a.start)
+	l.stats.Holds++
+	l.stats.HeldFor += held
+	l.stats.LongestHold = max(l.stats.LongestHold, held)
 }
 
 // rawAction is one item action as the wire spells it, in a transaction or
@@ -798,14 +853,23 @@ func (b bucketKey) tableLevel() bucketKey {
 // cannot be computed is charged on its item before and settled once written
 // (settle).
 func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, transactional bool) ([]charge, []settlement, error) {
+	tabs := make([]tables.Table, len(refs))
+	for i, r := range refs {
+		t, err := l.schemas.get(ctx, r.table)
+		if err != nil {
+			return nil, nil, err
+		}
+		tabs[i] = t
+	}
 	l.mu.Lock()
-	// A batch's items succeed or stay unprocessed one by one, which its
-	// answer does not tell the front: their states are not followed.
-	priors, tracks := l.startWrites(refs, time.Now(), adm.op != "BatchWriteItem", adm.replay)
-	adm.tracks = tracks
+	started := l.startWrites(refs, time.Now(), followingFor(adm, tabs, transactional))
+	adm.tracks = started.tracks
 	l.mu.Unlock()
-	have := make(map[string]imageEntry, len(priors))
-	for id, ps := range priors {
+	for _, d := range started.debts {
+		l.charge(d.bucket, d.units)
+	}
+	have := make(map[string]imageEntry, len(started.priors))
+	for id, ps := range started.priors {
 		have[id] = imageEntry{item: ps[0]}
 	}
 	read, err := l.imagesOf(ctx, refs, have)
@@ -815,13 +879,18 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 	var out []charge
 	var settle []settlement
 	for i, r := range refs {
-		t, err := l.schemas.get(ctx, r.table)
-		if err != nil {
-			return nil, nil, err
-		}
 		tr := &adm.tracks[i]
-		olds, followed := priors[r.id]
-		if !followed {
+		tr.write = r.kind != "ConditionCheck" && !adm.replay
+		if tr.w != nil {
+			// Followed: priced as it joined its item's states.
+			if r.kind == "Put" && r.absentIfApplied {
+				adm.ifRefused = append(adm.ifRefused, settlement{ref: r, charged: tr.priced, transactional: transactional})
+			}
+			out = append(out, tr.priced...)
+			continue
+		}
+		olds, ok := started.priors[r.id]
+		if !ok {
 			olds = []map[string]types.AttributeValue{read[r.id]}
 			tr.before = read[r.id]
 		}
@@ -829,18 +898,15 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		// partition (possible.go).
 		most := map[bucketKey]float64{}
 		var order []bucketKey
-		var old, after map[string]types.AttributeValue
+		var after map[string]types.AttributeValue
 		known := true
 		for _, o := range olds {
-			a, ok := afterOf(r, o, false)
+			a, ok := afterOf(r, o)
 			if !ok {
 				a, known = o, false
 			}
-			if old == nil || capacity.ItemSize(o) > capacity.ItemSize(old) {
-				old = o
-			}
 			after = a
-			for _, c := range chargesOf(t, i, r, o, a, transactional) {
+			for _, c := range chargesOf(tabs[i], i, r, o, a, transactional) {
 				if u, seen := most[c.bucket]; !seen {
 					order = append(order, c.bucket)
 					most[c.bucket] = c.units
@@ -854,16 +920,32 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 			cs[j] = charge{pos: i, bucket: b, units: most[b]}
 		}
 		tr.after, tr.known = after, known && !adm.replay && len(olds) == 1
-		tr.write = r.kind != "ConditionCheck" && !adm.replay
 		if r.kind == "Put" && r.absentIfApplied {
 			adm.ifRefused = append(adm.ifRefused, settlement{ref: r, charged: cs, transactional: transactional})
 		}
 		if !known {
-			settle = append(settle, settlement{ref: r, before: old, charged: cs, transactional: transactional})
+			settle = append(settle, settlement{ref: r, befores: olds, charged: cs, transactional: transactional})
 		}
 		out = append(out, cs...)
 	}
 	return out, settle, nil
+}
+
+// followingFor says how the writes of adm may be followed in their items'
+// possible states (possible.go): nil, not at all. A batch's items succeed or
+// stay unprocessed one by one, and a statement of a BatchExecuteStatement
+// may fail in a 200, which the front does not read; a transaction sent again
+// with its token is applied or not as its first attempt was, which the
+// front may not know (an attempt whose answer did not decide it).
+func followingFor(adm *admission, tabs []tables.Table, transactional bool) *following {
+	if adm.op == "BatchWriteItem" || adm.op == "BatchExecuteStatement" || adm.replay {
+		return nil
+	}
+	f := &following{tables: tabs, transactional: transactional}
+	if transactional {
+		f.adm = adm
+	}
+	return f
 }
 
 // chargesOf prices one write that turns old into after.
@@ -908,8 +990,8 @@ func (a *admission) settleWrites(ctx context.Context) {
 	if a == nil {
 		return
 	}
-	a.l.settleNow(ctx, a.settle, true, func(s settlement, now map[string]types.AttributeValue) (before, after map[string]types.AttributeValue, ok bool) {
-		return s.before, now, true
+	a.l.settleNow(ctx, a.settle, true, func(s settlement, now map[string]types.AttributeValue) (befores []map[string]types.AttributeValue, after map[string]types.AttributeValue, ok bool) {
+		return s.befores, now, true
 	})
 	a.settle = nil
 }
@@ -919,17 +1001,18 @@ func (a *admission) settleWrites(ctx context.Context) {
 // item it found ("the size of the existing item (or a minimum of 1)",
 // "Conditional writes", developer guide), where that is more than they paid.
 func (a *admission) settleRefused(ctx context.Context) {
-	a.l.settleNow(ctx, a.ifRefused, false, func(_ settlement, now map[string]types.AttributeValue) (before, after map[string]types.AttributeValue, ok bool) {
-		return now, now, now != nil
+	a.l.settleNow(ctx, a.ifRefused, false, func(_ settlement, now map[string]types.AttributeValue) (befores []map[string]types.AttributeValue, after map[string]types.AttributeValue, ok bool) {
+		return []map[string]types.AttributeValue{now}, now, now != nil
 	})
 	a.ifRefused = nil
 }
 
 // settleNow reads the items of ss as they are now and charges each
-// settlement what pricing it by priced's items (before and after, from the
-// item now; ok false: nothing owed) adds to what it was charged; less than
-// was charged is given back only when refund.
-func (l *limiter) settleNow(ctx context.Context, ss []settlement, refund bool, priced func(s settlement, now map[string]types.AttributeValue) (before, after map[string]types.AttributeValue, ok bool)) {
+// settlement what pricing it by priced's items (the items it may have found
+// before, the most any of them costs, and the item after, from the item now;
+// ok false: nothing owed) adds to what it was charged; less than was charged
+// is given back only when refund.
+func (l *limiter) settleNow(ctx context.Context, ss []settlement, refund bool, priced func(s settlement, now map[string]types.AttributeValue) (befores []map[string]types.AttributeValue, after map[string]types.AttributeValue, ok bool)) {
 	if len(ss) == 0 {
 		return
 	}
@@ -943,7 +1026,7 @@ func (l *limiter) settleNow(ctx context.Context, ss []settlement, refund bool, p
 		return
 	}
 	for _, s := range ss {
-		before, after, ok := priced(s, now[s.ref.id])
+		befores, after, ok := priced(s, now[s.ref.id])
 		if !ok {
 			continue
 		}
@@ -956,8 +1039,14 @@ func (l *limiter) settleNow(ctx context.Context, ss []settlement, refund bool, p
 			paid[c.bucket] += c.units
 		}
 		owed := map[bucketKey]float64{}
-		for _, c := range chargesOf(t, 0, s.ref, before, after, s.transactional) {
-			owed[c.bucket] += c.units
+		for _, before := range befores {
+			one := map[bucketKey]float64{}
+			for _, c := range chargesOf(t, 0, s.ref, before, after, s.transactional) {
+				one[c.bucket] += c.units
+			}
+			for b, u := range one {
+				owed[b] = max(owed[b], u)
+			}
 		}
 		for b, u := range owed {
 			if d := u - paid[b]; d > 0 || refund {

@@ -1,35 +1,45 @@
 package ddbfront
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/shared/ddbstream"
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
-// An item's possible states. A write that starts while other writes of its
-// item are unanswered does not know the item it will change: DynamoDB Local
-// may apply it before or after each of them, and each may fail its
-// condition. AWS charges a write by the larger of the item before and after
-// it, so the front prices such a write by every item it could find: when the
-// item was known as the first of them started (an image), and every write
-// since is one whose item after the front computes, the item is one of the
-// states that applying any of those writes, in any order, to the known item
-// gives. The write is charged, partition by partition, the most any of them
-// costs, which is never less than what AWS charges for the one it meets.
-// Each answer that decides a write keeps the states that agree with it
-// (applied, or not); once no write of the item is unanswered and one state
-// is left, it is the item in DynamoDB Local, and the image cache keeps it.
-// Anything the front cannot follow (an update it cannot compute, a write
-// whose outcome it will not learn, too many states) forgets the item's
-// states: the next writes read the item, as before.
+// An item's possible states. A transaction holds its items for AWS's
+// window, and DynamoDB Local may answer it later: a write of its item
+// admitted meanwhile does not know the item it will change, since DynamoDB
+// Local may apply it before or after each unanswered write of the item, and
+// each of those may fail its condition. AWS charges a write by the larger of
+// the item before and after it, so the front prices such writes by every item
+// they may find. When the item was known as the first of them started (an
+// image), and every write since is one whose item after the front computes,
+// the item is one of the states that applying any of those writes, in any
+// order, to the known item gives. Each write is charged, partition by
+// partition, the most any state it may meet costs, and when a later write
+// adds states, each write still unanswered is charged what they add to its
+// most: never less than AWS charges for the state it meets. Each answer that
+// decides a write keeps the states that agree with it (applied, or not); once
+// no write of the item is in flight and one state is left, it is the item in
+// DynamoDB Local, and the image cache keeps it.
+//
+// What the front cannot follow (an update it cannot compute, a write whose
+// answer does not say whether it applied, a replayed token, too many states,
+// a chain older than imageTTL) ends the following, and the writes of the item
+// go back to being priced by a read. A transaction not followed on an item
+// holds that item until its answer, not for the window only: a write admitted
+// beside it would be priced by a read that may not see it (limits.go,
+// unholdFollowedLocked).
 
 // maxPending bounds the unanswered writes one item's states follow (a
 // state's applied bits), and maxPossible the states themselves: n writes
-// that change the item make up to 2^n states, so maxPossible binds first
-// (a ConditionCheck or a replay changes nothing and takes no slot).
+// that change the item make up to 2^n states, so maxPossible binds first.
 const (
 	maxPending  = 8
 	maxPossible = 64
@@ -38,37 +48,48 @@ const (
 // possible is what the front knows of an item with writes in flight: the
 // states it may be in, and the writes that may still change it.
 type possible struct {
-	// readAt is when the image the states grew from was read (imageTTL
-	// applies to the image the last answer leaves).
+	// readAt is when the image the states grew from was read; base is
+	// that image.
 	readAt time.Time
+	base   map[string]types.AttributeValue
 	states []possibleState
-	// pending are the unanswered writes, by slot; a state's applied bit i
-	// says pending[i] is in it.
+	// pending are the unanswered writes that change the item, by slot: a
+	// state's applied bit i says pending[i] is in it. checks are the
+	// unanswered ConditionChecks, which change nothing but are priced by
+	// the item too.
 	pending [maxPending]*pendingWrite
+	checks  []*pendingWrite
 }
 
 type possibleState struct {
 	item    map[string]types.AttributeValue
 	applied uint8
+	// sum names item, computed when first needed (summed).
+	sum    [sha256.Size]byte
+	summed bool
 }
 
+// pendingWrite is one unanswered write the states follow, and the most it
+// has been charged in each partition.
 type pendingWrite struct {
-	r      ref
-	replay bool // a transaction answered again without being applied
+	r             ref
+	t             tables.Table
+	transactional bool
+	most          map[bucketKey]float64
+	slot          int // -1 for a ConditionCheck
+	// adm is the write's transaction, whose hold of the item may have
+	// ended at the window (nil for a single-item write).
+	adm *admission
 }
 
 // newPossible starts following an item known to be img.
 func newPossible(img imageEntry) *possible {
-	return &possible{readAt: img.readAt, states: []possibleState{{item: img.item}}}
+	return &possible{readAt: img.readAt, base: img.item, states: []possibleState{{item: img.item}}}
 }
 
 // afterOf is the item a write of r turns old into, if it applies; ok false
-// when it cannot be computed. A ConditionCheck and a replayed transaction
-// leave the item as it is.
-func afterOf(r ref, old map[string]types.AttributeValue, replay bool) (after map[string]types.AttributeValue, ok bool) {
-	if replay {
-		return old, true
-	}
+// when it cannot be computed. A ConditionCheck leaves the item as it is.
+func afterOf(r ref, old map[string]types.AttributeValue) (after map[string]types.AttributeValue, ok bool) {
 	switch r.kind {
 	case "Put":
 		return r.item, true
@@ -96,72 +117,108 @@ func (p *possible) priors() []map[string]types.AttributeValue {
 	return out
 }
 
-// latest is the state with every unanswered write applied: the item a write
-// starting now finds if it is applied last, as the item before it that
-// eventually consistent reads keep (stale.go).
-func (p *possible) latest() map[string]types.AttributeValue {
-	var all uint8
-	for i, w := range p.pending {
-		if w != nil {
-			all |= 1 << i
+// before is an item the item was before a write starting now, to keep for
+// the eventually consistent reads (stale.go): never one it never was, and
+// never newer than the one the write meets. The state with no unanswered
+// write applied is that when it is one item; else the image the states grew
+// from.
+func (p *possible) before() map[string]types.AttributeValue {
+	var found *possibleState
+	for i := range p.states {
+		s := &p.states[i]
+		if s.applied != 0 {
+			continue
 		}
-	}
-	for _, s := range p.states {
-		if s.applied == all {
-			return s.item
+		if found != nil && !sameItem(found, s) {
+			return p.base
 		}
+		found = s
 	}
-	return p.states[len(p.states)-1].item
+	if found == nil {
+		return p.base
+	}
+	return found.item
 }
 
-// add follows one more write: the states it may find stay, and the states it
-// and the writes still pending make of them join them. It returns the
-// write's slot, or false when the item can no longer be followed.
-func (p *possible) add(w *pendingWrite) (int, bool) {
-	if w.replay || w.r.kind == "ConditionCheck" {
-		return -1, true
+// priceOn is what w costs in each partition when it meets old; ok false when
+// its item after cannot be computed.
+func (w *pendingWrite) priceOn(old map[string]types.AttributeValue) (map[bucketKey]float64, bool) {
+	after, ok := afterOf(w.r, old)
+	if !ok {
+		return nil, false
 	}
-	slot := -1
+	out := map[bucketKey]float64{}
+	for _, c := range chargesOf(w.t, 0, w.r, old, after, w.transactional) {
+		out[c.bucket] += c.units
+	}
+	return out, true
+}
+
+// raise makes w's most at least what meeting old costs, and returns what
+// that adds.
+func (w *pendingWrite) raise(old map[string]types.AttributeValue) ([]charge, bool) {
+	price, ok := w.priceOn(old)
+	if !ok {
+		return nil, false
+	}
+	var more []charge
+	for b, u := range price {
+		if d := u - w.most[b]; d > 0 {
+			w.most[b] = u
+			more = append(more, charge{bucket: b, units: d})
+		}
+	}
+	return more, true
+}
+
+// add follows one more write: w is charged the most any present state costs
+// (w.most), the states it and the pending writes make of them join them,
+// and each pending write is charged what the new states add to its most
+// (debts). ok false: the item can no longer be followed (the caller drops
+// the states, and prices w by the states add began with); the debts found
+// until then are still owed.
+func (p *possible) add(w *pendingWrite) (debts []charge, ok bool) {
+	w.most = map[bucketKey]float64{}
+	for _, s := range p.states {
+		if _, ok := w.raise(s.item); !ok {
+			return nil, false
+		}
+	}
+	if w.r.kind == "ConditionCheck" {
+		w.slot = -1
+		p.checks = append(p.checks, w)
+		return nil, true
+	}
+	w.slot = -1
 	for i, pw := range p.pending {
 		if pw == nil {
-			slot = i
+			w.slot = i
 			break
 		}
 	}
-	if slot < 0 {
-		return 0, false
+	if w.slot < 0 {
+		return nil, false
 	}
-	p.pending[slot] = w
-	seen := make(map[string]bool, 2*len(p.states))
-	for _, s := range p.states {
-		k, err := stateKey(s)
-		if err != nil {
-			return 0, false
-		}
-		seen[k] = true
-	}
+	p.pending[w.slot] = w
 	// Every state already holds every order of the writes before this one;
 	// this one applied to each, and then the pending ones it lacks, in any
 	// order, gives the rest.
-	frontier := append([]possibleState(nil), p.states...)
+	old := len(p.states)
 	var grow func(s possibleState, i int) bool
 	grow = func(s possibleState, i int) bool {
-		after, ok := afterOf(p.pending[i].r, s.item, p.pending[i].replay)
+		after, ok := afterOf(p.pending[i].r, s.item)
 		if !ok {
 			return false
 		}
 		n := possibleState{item: after, applied: s.applied | 1<<i}
-		k, err := stateKey(n)
-		if err != nil {
-			return false
-		}
-		if seen[k] {
-			return true
+		for j := range p.states {
+			if p.states[j].applied == n.applied && sameItem(&p.states[j], &n) {
+				return true
+			}
 		}
 		if len(p.states) >= maxPossible {
 			return false
 		}
-		seen[k] = true
 		p.states = append(p.states, n)
 		for j, pw := range p.pending {
 			if pw != nil && n.applied&(1<<j) == 0 {
@@ -172,59 +229,98 @@ func (p *possible) add(w *pendingWrite) (int, bool) {
 		}
 		return true
 	}
-	for _, s := range frontier {
-		if !grow(s, slot) {
-			return 0, false
+	for k := 0; k < old; k++ {
+		if !grow(p.states[k], w.slot) {
+			return nil, false
 		}
 	}
-	return slot, true
+	// The writes still unanswered may meet the new states too.
+	for _, s := range p.states[old:] {
+		for j, pw := range p.pending {
+			if pw == nil || pw == w || s.applied&(1<<j) != 0 {
+				continue
+			}
+			more, ok := pw.raise(s.item)
+			debts = append(debts, more...)
+			if !ok {
+				return debts, false
+			}
+		}
+		for _, c := range p.checks {
+			more, ok := c.raise(s.item)
+			debts = append(debts, more...)
+			if !ok {
+				return debts, false
+			}
+		}
+	}
+	return debts, true
 }
 
-// settle keeps the states that agree with the answer of the write in slot
-// (-1: one that changes nothing): applied when committed, not applied
-// otherwise.
-func (p *possible) settle(slot int, committed bool) {
-	if slot < 0 {
+// settle keeps the states that agree with w's answer: applied when
+// committed, not applied otherwise.
+func (p *possible) settle(w *pendingWrite, committed bool) {
+	if w.slot < 0 {
+		for i, c := range p.checks {
+			if c == w {
+				p.checks = append(p.checks[:i], p.checks[i+1:]...)
+				break
+			}
+		}
 		return
 	}
 	kept := p.states[:0]
 	for _, s := range p.states {
-		if (s.applied&(1<<slot) != 0) == committed {
-			s.applied &^= 1 << slot
+		if (s.applied&(1<<w.slot) != 0) == committed {
+			s.applied &^= 1 << w.slot
 			kept = append(kept, s)
 		}
 	}
 	p.states = kept
-	p.pending[slot] = nil
+	p.pending[w.slot] = nil
 }
 
-// known is the one item the states agree on, once no write is pending.
+// known is the one item the states agree on. The caller makes sure no write
+// of the item is in flight: then every state has every answered write
+// applied or not as its answer said, and only the orders of the applied
+// ones may differ.
 func (p *possible) known() (map[string]types.AttributeValue, bool) {
 	if len(p.states) == 0 {
 		return nil, false
 	}
-	first, err := stateKey(possibleState{item: p.states[0].item})
-	if err != nil {
-		return nil, false
-	}
-	for _, s := range p.states[1:] {
-		if k, err := stateKey(possibleState{item: s.item}); err != nil || k != first {
+	for i := 1; i < len(p.states); i++ {
+		if !sameItem(&p.states[0], &p.states[i]) {
 			return nil, false
 		}
 	}
 	return p.states[0].item, true
 }
 
-// stateKey names a state: its applied writes and its item. Two items with
-// one key are equal; two equal items may have two keys (a set's elements in
-// another order), which only keeps a state more.
-func stateKey(s possibleState) (string, error) {
-	if s.item == nil {
-		return string([]byte{s.applied}) + "-", nil // no item
+// sameItem says whether a and b hold equal items, typed: a number 5 and a
+// string "5" differ, and so does no item from an empty one. Two equal items
+// may be told apart (a set's elements in another order), which only keeps a
+// state more.
+func sameItem(a, b *possibleState) bool {
+	if (a.item == nil) != (b.item == nil) {
+		return false
 	}
-	b, err := json.Marshal(ddbstream.EventImage(s.item)) // typed: {"N":"5"} is not {"S":"5"}
-	if err != nil {
-		return "", err
+	if a.item == nil {
+		return true
 	}
-	return string([]byte{s.applied}) + string(b), nil
+	an, aok := a.name()
+	bn, bok := b.name()
+	return aok && bok && bytes.Equal(an, bn)
+}
+
+// name is the digest of the state's item, computed once; ok false when the
+// item cannot be written out (then it is like no other).
+func (s *possibleState) name() ([]byte, bool) {
+	if !s.summed {
+		b, err := json.Marshal(ddbstream.EventImage(s.item))
+		if err != nil {
+			return nil, false
+		}
+		s.sum, s.summed = sha256.Sum256(b), true
+	}
+	return s.sum[:], true
 }

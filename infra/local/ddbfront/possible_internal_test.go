@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/shared/tables"
 )
 
 var errNotComputed = errors.New("not computed")
@@ -21,6 +23,9 @@ func stockRef(t *testing.T, expr, v string) ref {
 	}
 	return ref{table: "t", id: "t\x00a", kind: "Update", key: map[string]types.AttributeValue{"pk": s("a")}, actions: actions}
 }
+
+// stockTable is the table of stockRef's item: its key only.
+var stockTable = tables.Table{Name: "t", PartitionKey: tables.Key{Name: "pk"}}
 
 // numbers are attribute name's values in items, sorted ("-" for no item).
 func numbers(items []map[string]types.AttributeValue, name string) string {
@@ -92,21 +97,20 @@ func TestPossibleStatesOfAnItem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPossible(imageEntry{item: base, readAt: time.Now()})
-			slots := make([]int, len(tc.writes))
+			ws := make([]*pendingWrite, len(tc.writes))
 			var priors []map[string]types.AttributeValue
 			for i, w := range tc.writes {
 				priors = p.priors()
-				slot, ok := p.add(&pendingWrite{r: stockRef(t, w.expr, w.v)})
-				if !ok {
+				ws[i] = &pendingWrite{r: stockRef(t, w.expr, w.v), t: stockTable}
+				if _, ok := p.add(ws[i]); !ok {
 					t.Fatalf("write %d: not followed", i)
 				}
-				slots[i] = slot
 			}
 			if got := numbers(priors, "stock"); got != tc.priors {
 				t.Errorf("the last write may find stock %q, want %q", got, tc.priors)
 			}
 			for _, o := range tc.outcomes {
-				p.settle(slots[o.i], o.committed)
+				p.settle(ws[o.i], o.committed)
 			}
 			item, ok := p.known()
 			got := ""
@@ -121,14 +125,14 @@ func TestPossibleStatesOfAnItem(t *testing.T) {
 }
 
 // What the front cannot follow ends the following: an update it cannot
-// compute, more states than maxPossible. A ConditionCheck and a replayed transaction change nothing.
+// compute, more states than maxPossible. A ConditionCheck changes nothing.
 func TestPossibleStatesStopWhereTheyCannotBeFollowed(t *testing.T) {
 	base := imageEntry{item: map[string]types.AttributeValue{"pk": s("a"), "stock": n("10")}}
 	t.Run("an update not computed", func(t *testing.T) {
 		p := newPossible(base)
 		r := stockRef(t, "ADD stock :v", "1")
 		r.actionsErr = errNotComputed
-		if _, ok := p.add(&pendingWrite{r: r}); ok {
+		if _, ok := p.add(&pendingWrite{r: r, t: stockTable}); ok {
 			t.Fatal("followed an update whose item after is not known")
 		}
 	})
@@ -136,8 +140,8 @@ func TestPossibleStatesStopWhereTheyCannotBeFollowed(t *testing.T) {
 		p := newPossible(base)
 		followed := 0
 		for i := range maxPending {
-			// Decrements by powers of two: every subset a state.
-			if _, ok := p.add(&pendingWrite{r: stockRef(t, "ADD stock :v", "-1"+strings.Repeat("0", i))}); !ok {
+			// Decrements by powers of ten: every subset a state.
+			if _, ok := p.add(&pendingWrite{r: stockRef(t, "ADD stock :v", "-1"+strings.Repeat("0", i)), t: stockTable}); !ok {
 				break
 			}
 			followed++
@@ -149,39 +153,156 @@ func TestPossibleStatesStopWhereTheyCannotBeFollowed(t *testing.T) {
 			t.Fatalf("followed %d writes of distinct subsets: %d states, bound %d", followed, len(p.states), maxPossible)
 		}
 	})
-	t.Run("a check and a replay", func(t *testing.T) {
+	t.Run("a check", func(t *testing.T) {
 		p := newPossible(base)
-		check := ref{table: "t", id: "t\x00a", kind: "ConditionCheck"}
-		if _, ok := p.add(&pendingWrite{r: check}); !ok {
+		check := &pendingWrite{r: ref{table: "t", id: "t\x00a", kind: "ConditionCheck"}, t: stockTable}
+		if _, ok := p.add(check); !ok {
 			t.Fatal("a ConditionCheck not followed")
 		}
-		if _, ok := p.add(&pendingWrite{r: stockRef(t, "ADD stock :v", "-1"), replay: true}); !ok {
-			t.Fatal("a replay not followed")
+		if len(p.states) != 1 || len(p.checks) != 1 {
+			t.Fatalf("%d states and %d checks after a check, want 1 and 1", len(p.states), len(p.checks))
 		}
-		if len(p.states) != 1 {
-			t.Fatalf("%d states after a check and a replay, want 1", len(p.states))
+		p.settle(check, true)
+		if len(p.states) != 1 || len(p.checks) != 0 {
+			t.Fatalf("%d states and %d checks after its answer, want 1 and 0", len(p.states), len(p.checks))
 		}
 	})
 }
 
 // Two states are one only when their items are equal to the type: a number
 // 5 and a string "5" are two, and no item is not an empty one.
-func TestStateKeyTellsTypesApart(t *testing.T) {
-	keys := map[string]bool{}
-	for _, st := range []possibleState{
-		{item: map[string]types.AttributeValue{"pk": s("a"), "v": n("5")}},
-		{item: map[string]types.AttributeValue{"pk": s("a"), "v": s("5")}},
-		{item: map[string]types.AttributeValue{"pk": s("a"), "v": n("5")}, applied: 1},
-		{item: nil},
-		{item: map[string]types.AttributeValue{}},
+func TestSameItemTellsTypesApart(t *testing.T) {
+	items := []map[string]types.AttributeValue{
+		{"pk": s("a"), "v": n("5")},
+		{"pk": s("a"), "v": s("5")},
+		nil,
+		{},
+	}
+	for i, a := range items {
+		for j, b := range items {
+			x, y := possibleState{item: a}, possibleState{item: b}
+			if got := sameItem(&x, &y); got != (i == j) {
+				t.Errorf("items %d and %d: same %v, want %v", i, j, got, i == j)
+			}
+		}
+	}
+}
+
+// A write unanswered when a later one is admitted may meet that one's item
+// (DynamoDB Local, or the gate before it, may take the later first): it is
+// charged what the later write's item adds to its most. And the item kept as
+// "before" a write, for the eventually consistent reads, is one the item
+// really was and never newer than the one the write meets.
+func TestLaterWritesRaiseAnUnansweredOnesPrice(t *testing.T) {
+	key := map[string]types.AttributeValue{"pk": s("a")}
+	small := map[string]types.AttributeValue{"pk": s("a"), "v": n("0")}
+	big := map[string]types.AttributeValue{"pk": s("a"), "body": s(strings.Repeat("x", 10_000))}
+	p := newPossible(imageEntry{item: small})
+	update := &pendingWrite{r: stockRef(t, "SET v = :v", "1"), t: stockTable}
+	if debts, ok := p.add(update); !ok || len(debts) != 0 {
+		t.Fatalf("the first write: followed %v, debts %v", ok, debts)
+	}
+	units := func(w *pendingWrite) float64 {
+		sum := 0.0
+		for _, u := range w.most {
+			sum += u
+		}
+		return sum
+	}
+	if got := units(update); got != 1 {
+		t.Fatalf("the update of a small item charged %v, want 1", got)
+	}
+	put := &pendingWrite{r: ref{table: "t", id: "t\x00a", kind: "Put", key: key, item: big}, t: stockTable, transactional: true}
+	debts, ok := p.add(put)
+	if !ok {
+		t.Fatal("the Put not followed")
+	}
+	if got := units(put); got != 20 {
+		t.Errorf("the transaction's Put of 10 KB charged %v, want 20", got)
+	}
+	owed := 0.0
+	for _, d := range debts {
+		owed += d.units
+	}
+	if owed != 9 || units(update) != 10 {
+		t.Errorf("the update, which may meet the 10 KB item: owes %v more (most %v), want 9 (most 10)", owed, units(update))
+	}
+	v := func(it map[string]types.AttributeValue) string {
+		if n, ok := it["v"].(*types.AttributeValueMemberN); ok {
+			return n.Value
+		}
+		return "none"
+	}
+	if got := v(p.before()); got != "0" {
+		t.Errorf("before a third write: v %s, want 0 (no unanswered write applied)", got)
+	}
+	p.settle(update, false)
+	if got := v(p.before()); got != "0" {
+		t.Errorf("before a third write, the update refused: v %s, want 0 (the Put unanswered)", got)
+	}
+	p.settle(put, true)
+	if got, ok := p.known(); !ok || got["body"] == nil {
+		t.Errorf("after both answers: %v (known %v), want the Put's item", got, ok)
+	}
+}
+
+// The writes whose answer does not say whether they applied are not
+// followed: a batch's, a BatchExecuteStatement's statements, a transaction
+// sent again with its token. The others are, and a transaction's holds are
+// its admission's.
+func TestWhichWritesAreFollowed(t *testing.T) {
+	for _, tc := range []struct {
+		adm    admission
+		tx     bool
+		follow bool
+	}{
+		{admission{op: "PutItem"}, false, true},
+		{admission{op: "ExecuteStatement"}, false, true},
+		{admission{op: "TransactWriteItems"}, true, true},
+		{admission{op: "ExecuteTransaction"}, true, true},
+		{admission{op: "BatchWriteItem"}, false, false},
+		{admission{op: "BatchExecuteStatement"}, false, false},
+		{admission{op: "TransactWriteItems", replay: true}, true, false},
 	} {
-		k, err := stateKey(st)
-		if err != nil {
-			t.Fatal(err)
+		f := followingFor(&tc.adm, nil, tc.tx)
+		if (f != nil) != tc.follow {
+			t.Errorf("%s (replay %v): followed %v, want %v", tc.adm.op, tc.adm.replay, f != nil, tc.follow)
+			continue
 		}
-		if keys[k] {
-			t.Errorf("two states share the key %q", k)
+		if f != nil && (f.adm != nil) != tc.tx {
+			t.Errorf("%s: holds given back by a dropped chain %v, want %v", tc.adm.op, f.adm != nil, tc.tx)
 		}
-		keys[k] = true
+	}
+}
+
+// A transaction frees at its window only the items it is followed on; when
+// an item's states stop being followed (here a batch writes it), the
+// transaction holds that item again until its answer.
+func TestADroppedChainHoldsItsTransactionsItemAgain(t *testing.T) {
+	now := time.Now()
+	l := &limiter{txItems: map[string]int{}, writes: map[string]int{}}
+	followedID, coldID := "t\x00a", "t\x00b"
+	l.imgs = map[string]imageEntry{followedID: {item: map[string]types.AttributeValue{"pk": s("a"), "stock": n("1")}, readAt: now}}
+	cold := stockRef(t, "ADD stock :v", "-1")
+	cold.id, cold.key = coldID, map[string]types.AttributeValue{"pk": s("b")}
+	adm := &admission{l: l, start: now, held: true, txIDs: []string{followedID, coldID}}
+	l.txItems[followedID], l.txItems[coldID] = 1, 1
+	adm.tracks = l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1"), cold}, now,
+		&following{tables: []tables.Table{stockTable, stockTable}, transactional: true, adm: adm}).tracks
+
+	adm.unholdFollowedLocked(now.Add(DefaultTxWindow))
+	if l.txItems[followedID] != 0 || l.txItems[coldID] != 1 || !adm.held {
+		t.Fatalf("at the window: held %v, want the followed item free and the other held", l.txItems)
+	}
+	l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1")}, now, nil) // not followed: a batch's
+	if l.txItems[followedID] != 1 {
+		t.Fatalf("after its states were dropped: the item held %d times, want 1", l.txItems[followedID])
+	}
+	adm.unholdLocked(now.Add(time.Second))
+	if len(l.txItems) != 0 || adm.held {
+		t.Fatalf("after the answer: held %v, want none", l.txItems)
+	}
+	if l.stats.Holds != 1 || l.stats.HeldFor != time.Second {
+		t.Errorf("hold counted %d times for %s, want once for 1s", l.stats.Holds, l.stats.HeldFor)
 	}
 }

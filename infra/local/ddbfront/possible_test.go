@@ -1,6 +1,7 @@
 package ddbfront_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
 
 // A write admitted while a transaction on its item is past its window but
@@ -88,5 +90,70 @@ func TestWriteBesideAnUnansweredTransactionPricedByWhatItMayFind(t *testing.T) {
 	}
 	if _, ok := out.Item["body"]; !ok || out.Item["v"].(*types.AttributeValueMemberN).Value != "3" {
 		t.Fatalf("the item: %v, want the transaction's body and v 3", out.Item)
+	}
+}
+
+// A transaction on an item whose states the front does not follow (here an
+// item it has never seen written, so no image) holds that item until its
+// answer, however late: a write admitted after the window would be priced by
+// a read that may not see the transaction's item.
+func TestTransactionOnAnItemNotFollowedHoldsItUntilItsAnswer(t *testing.T) {
+	const window, slow = 200 * time.Millisecond, 2 * time.Second
+	st, table := frontOn(t, slowTransactions(t, slow), ddbfront.Limits{TxWindow: window}, "cold")
+	db := st.DynamoDB()
+	first := make(chan error, 1)
+	go func() {
+		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+			TableName: aws.String(table), Item: item("slow", 2, map[string]types.AttributeValue{"body": tenKB}),
+		}}}}, noRetry)
+		first <- err
+	}()
+	time.Sleep(window + window/2)
+	_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("slow", 2),
+		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
+	var tce *types.TransactionConflictException
+	if !errors.As(err, &tce) {
+		t.Errorf("a write of the item after the window, before the answer: got %v, want TransactionConflictException", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the transaction answered (%v) before the write; the test proves nothing", err)
+	default:
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the transaction: %v", err)
+	}
+}
+
+// A statement of a BatchExecuteStatement may fail inside the batch's 200
+// (here an INSERT of a key that is there): the front does not follow such
+// writes, so the item it keeps is not the one the statement would have
+// made, and the next write of the 10 KB item is charged 10 units, not 1.
+func TestAStatementRefusedInsideABatchLeavesNoImage(t *testing.T) {
+	clock := newStillClock()
+	st, table := frontOn(t, stacktest.Stack(t).Upstream(), ddbfront.Limits{PartitionWCU: 40, Now: clock.Now, Partitions: onePerKey}, "batchstmt")
+	db := st.DynamoDB()
+	put(t, db, table, item("b", 1, map[string]types.AttributeValue{"body": tenKB}))
+	out, err := db.BatchExecuteStatement(ctx(t), &dynamodb.BatchExecuteStatementInput{Statements: []types.BatchStatementRequest{{
+		Statement: aws.String(`INSERT INTO "` + table + `" VALUE {'pk': 'b', 'sk': 1}`),
+	}}})
+	if err != nil {
+		t.Fatalf("BatchExecuteStatement: %v", err)
+	}
+	if len(out.Responses) != 1 || out.Responses[0].Error == nil {
+		t.Fatalf("the INSERT of a key that is there: %+v, want refused inside the batch", out.Responses)
+	}
+	clock.refill()
+	if _, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("b", 1),
+		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry); err != nil {
+		t.Fatal(err)
+	}
+	left := admitted(t, 40, func(i int) error {
+		_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("b", 100+i),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
+		return err
+	})
+	if left != 30 {
+		t.Errorf("after an update of the 10 KB item, %d units left, want 30: it was charged %d, want 10", left, 40-left)
 	}
 }

@@ -72,7 +72,8 @@ func frontOn(t *testing.T, upstream string, limits ddbfront.Limits, name string)
 
 // A transaction holds its items for the window, as AWS's two phases do,
 // however late DynamoDB Local answers it: a write of its item after the
-// window but before its late answer is not refused. With HoldUntilAnswer
+// window but before its late answer is not refused (and is priced by every
+// item it may find: possible_test.go). With HoldUntilAnswer
 // it holds them until its answer, and that write is refused. Either way
 // its ClientRequestToken stays in progress until the answer.
 func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
@@ -81,6 +82,10 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 	for _, untilAnswer := range []bool{true, false} {
 		st, table := frontOn(t, upstream, ddbfront.Limits{TxWindow: window, HoldUntilAnswer: untilAnswer}, "held")
 		db := st.DynamoDB()
+		// An item the front saw written, so that it follows its states
+		// (TestTransactionOnAnItemNotFollowedHoldsItUntilItsAnswer has one
+		// it does not).
+		put(t, db, table, item("slow", 1, nil))
 
 		in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("hold-" + table),
 			TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("slow", 1, nil)}}}}
