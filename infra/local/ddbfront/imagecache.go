@@ -184,7 +184,7 @@ func (a *admission) followedLocked(i int) bool {
 	if i >= len(a.tracks) {
 		return false
 	}
-	t := a.tracks[i]
+	t := &a.tracks[i] // its p and id change under l.mu only
 	return t.p != nil && a.l.poss[t.id] == t.p
 }
 

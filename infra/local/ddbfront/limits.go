@@ -564,9 +564,10 @@ func (a *admission) release() {
 		// Gone upstream with no answer that decides it (DynamoDB Local
 		// failed or did not answer, the commit is not known): the
 		// write may still land, so its items stay in flight a while.
-		tracks, l := a.tracks, a.l
-		a.tracks = nil
+		l := a.l
 		l.mu.Lock()
+		tracks := a.tracks
+		a.tracks = nil
 		l.unfollow(tracks)
 		if len(a.txIDs) > 0 {
 			l.committedToken(a.token, time.Now())
