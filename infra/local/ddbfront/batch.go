@@ -405,6 +405,7 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 			errs[i] = statementError(st.table, statementThrottle(refused), throttledMessage)
 			continue
 		case one != nil:
+			adm.untracked = adm.untracked || one.untracked
 			adm.writeID = append(adm.writeID, one.writeID...)
 			adm.settle = append(adm.settle, one.settle...)
 			for _, t := range one.tracks {

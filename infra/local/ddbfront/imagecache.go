@@ -74,14 +74,19 @@ type imageTrack struct {
 	priced []charge
 }
 
-// following says how the writes of a request may be followed in their
-// items' possible states (possible.go): tables are the refs' tables, in
-// order; adm is a transaction's admission, whose holds a dropped chain
-// takes back.
+// following says how the writes of a request meet their items' possible
+// states (possible.go): tables are the refs' tables, in order; adm is a
+// transaction's admission, whose holds a dropped chain takes back. Every
+// write joins the states of its item, so that the writes unanswered are
+// charged what it may make of the item; follow says it stays followed in
+// them (its answer will say whether it applied), and refusable that it may
+// be refused as a conflict where it cannot join them.
 type following struct {
 	tables        []tables.Table
 	transactional bool
 	adm           *admission
+	follow        bool
+	refusable     bool
 }
 
 // startedWrites is what startWrites found: by item, the items each write
@@ -93,12 +98,19 @@ type startedWrites struct {
 	priors map[string][]map[string]types.AttributeValue
 	tracks []imageTrack
 	debts  []charge
+	// reread are the items whose states are older than imageTTL: read
+	// again, the write priced by what the read finds too.
+	reread map[string]bool
+	// refused is the position of a write that cannot join its item's
+	// states while a transaction freed at its window is among them (-1:
+	// none): the request is refused as a conflict, and nothing of it was
+	// started.
+	refused int
 }
 
-// startWrites registers the writes of refs as in flight. f says how they
-// may be followed in their items' possible states; nil, not at all (their
-// answer will not say whether they applied). Callers hold l.mu.
-func (l *limiter) startWrites(refs []ref, now time.Time, f *following) startedWrites {
+// startWrites registers the writes of refs as in flight (f says how they
+// meet their items' states). Callers hold l.mu.
+func (l *limiter) startWrites(refs []ref, now time.Time, f following) startedWrites {
 	if l.imgs == nil {
 		l.imgs = map[string]imageEntry{}
 	}
@@ -108,7 +120,20 @@ func (l *limiter) startWrites(refs []ref, now time.Time, f *following) startedWr
 	if l.poss == nil {
 		l.poss = map[string]*possible{}
 	}
-	out := startedWrites{priors: map[string][]map[string]types.AttributeValue{}, tracks: make([]imageTrack, 0, len(refs))}
+	out := startedWrites{priors: map[string][]map[string]types.AttributeValue{}, reread: map[string]bool{}, refused: -1}
+	if f.refusable && l.untracked == 0 {
+		// A write that cannot join its item's states while a transaction
+		// freed at its window is among them would be priced by a read that
+		// may not see that transaction, and the transaction never charged
+		// for what the write makes of the item: refused, as a conflict.
+		for i, r := range refs {
+			if p := l.poss[r.id]; p != nil && p.hasFreed(r.id) && !p.fits(r) {
+				out.refused = i
+				return out
+			}
+		}
+	}
+	out.tracks = make([]imageTrack, 0, len(refs))
 	for i, r := range refs {
 		fl := l.flights[r.id]
 		if fl == nil {
@@ -126,22 +151,24 @@ func (l *limiter) startWrites(refs []ref, now time.Time, f *following) startedWr
 		if p != nil && l.untracked == 0 {
 			out.priors[r.id] = p.priors()
 			tr.readAt, tr.before = p.readAt, p.before()
-			followed := false
+			// Every write joins, so that those unanswered are charged
+			// what it may make of the item (its debts), even one that
+			// will not stay followed.
+			w := &pendingWrite{r: r, t: f.tables[i], transactional: f.transactional, adm: f.adm}
+			debts, ok := p.add(w)
+			out.debts = append(out.debts, debts...)
 			// A chain is read again at least every imageTTL, as an
 			// image is.
-			if f != nil && now.Sub(p.readAt) < imageTTL {
-				w := &pendingWrite{r: r, t: f.tables[i], transactional: f.transactional, adm: f.adm}
-				debts, ok := p.add(w)
-				out.debts = append(out.debts, debts...)
-				if ok {
-					followed = true
-					tr.p, tr.w = p, w
-					for b, u := range w.most {
-						tr.priced = append(tr.priced, charge{pos: i, bucket: b, units: u})
-					}
-				}
+			fresh := now.Sub(p.readAt) < imageTTL
+			if !fresh {
+				out.reread[r.id] = true
 			}
-			if !followed {
+			if ok && f.follow && fresh {
+				tr.p, tr.w = p, w
+				for b, u := range w.most {
+					tr.priced = append(tr.priced, charge{pos: i, bucket: b, units: u})
+				}
+			} else {
 				l.dropChain(r.id)
 			}
 		} else if p != nil {
@@ -441,13 +468,21 @@ func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]
 	}
 	refs := make([]ref, 0, len(keys))
 	for _, k := range keys {
-		if _, id, err := itemKey(t, table, k, "key"); err == nil {
-			refs = append(refs, ref{table: table, id: id})
+		if key, id, err := itemKey(t, table, k, "key"); err == nil {
+			refs = append(refs, ref{table: table, id: id, kind: "Delete", key: key})
 		}
 	}
+	tabs := make([]tables.Table, len(refs))
+	for i := range tabs {
+		tabs[i] = t
+	}
 	l.mu.Lock()
-	tracks := l.startWrites(refs, time.Now(), nil).tracks
+	started := l.startWrites(refs, time.Now(), following{tables: tabs})
+	tracks := started.tracks
 	l.mu.Unlock()
+	for _, d := range started.debts {
+		l.charge(d.bucket, d.units)
+	}
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -11,8 +11,13 @@ import (
 )
 
 // followAll follows n writes of a table with no indexes.
-func followAll(n int) *following {
-	return &following{tables: make([]tables.Table, n)}
+func followAll(n int) following {
+	return following{tables: make([]tables.Table, n), follow: true, refusable: true}
+}
+
+// unfollowed are n writes whose answer will not say whether they applied.
+func unfollowed(n int) following {
+	return following{tables: make([]tables.Table, n)}
 }
 
 // An image is kept only from a write that was alone on its item from its
@@ -28,7 +33,7 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 		return tr
 	}
 	cached := func(l *limiter) bool {
-		st := l.startWrites([]ref{r}, now, nil)
+		st := l.startWrites([]ref{r}, now, unfollowed(1))
 		hits, tr := st.priors, st.tracks
 		l.endWrites(tr, false, now)
 		_, ok := hits[r.id]
@@ -71,7 +76,7 @@ func TestImageKeptOnlyFromALoneCommittedWrite(t *testing.T) {
 	t.Run("too old", func(t *testing.T) {
 		l := &limiter{}
 		l.endWrites(start(l), true, now)
-		st := l.startWrites([]ref{r}, now.Add(imageTTL), nil)
+		st := l.startWrites([]ref{r}, now.Add(imageTTL), unfollowed(1))
 		hits, tr := st.priors, st.tracks
 		l.endWrites(tr, false, now)
 		if len(hits) != 0 {
@@ -268,7 +273,7 @@ func TestUndecidedWriteStaysInFlight(t *testing.T) {
 		a.tracks = l.startWrites([]ref{r}, now, followAll(1)).tracks
 		l.mu.Unlock()
 		a.release()
-		next := l.startWrites([]ref{r}, now, nil).tracks
+		next := l.startWrites([]ref{r}, now, unfollowed(1)).tracks
 		if next[0].exact == !answered {
 			t.Errorf("answered %v: a write after it alone on the item: got %v, want %v", answered, next[0].exact, answered)
 		}
@@ -300,7 +305,7 @@ func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
 	cached := func(l *limiter) bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		st := l.startWrites([]ref{r}, now, nil)
+		st := l.startWrites([]ref{r}, now, unfollowed(1))
 		hits, tr := st.priors, st.tracks
 		l.endWrites(tr, false, now)
 		return len(hits) == 1

@@ -3,6 +3,7 @@ package ddbfront
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -115,7 +116,8 @@ type LimitStats struct {
 	Unprocessed int64
 	// Holds counts the transactions admitted that held their items;
 	// HeldFor is the time they held them in all, from arrival to release
-	// (TxWindow each; with HoldUntilAnswer, until the answer), and
+	// (TxWindow on the items the front follows, until the answer on the
+	// others and with HoldUntilAnswer), and
 	// LongestHold the longest. AnsweredIn is the time from their arrival
 	// to their answer in all (at least TxWindow each for those passed on,
 	// longer when DynamoDB Local or the queue before it is slower than
@@ -425,6 +427,15 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 	if len(refs) == 0 {
 		return nil, nil // DynamoDB Local refuses an empty transaction
 	}
+	seen := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		if seen[r.id] {
+			// Two actions on one item: DynamoDB (and DynamoDB Local)
+			// refuses the transaction, which writes nothing.
+			return nil, nil
+		}
+		seen[r.id] = true
+	}
 	l.mu.Lock()
 	if token != "" && l.txTokens[token] > 0 {
 		// The same transaction again (its client gave up waiting for
@@ -465,7 +476,18 @@ func (l *limiter) admitTransactRefs(ctx context.Context, op string, refs []ref, 
 	l.mu.Unlock()
 
 	charges, settle, err := l.writeCharges(urgent(ctx), adm, refs, true)
+	if full := (*chainFull)(nil); errors.As(err, &full) {
+		adm.releaseNow()
+		l.mu.Lock()
+		l.stats.Conflicts++
+		l.mu.Unlock()
+		codes[full.pos] = reasonConflict
+		return nil, cancellationOf(codes)
+	}
 	if err != nil {
+		// Passed on unpriced, and untracked: no image or state of its
+		// items may outlive it.
+		adm.untracked = true
 		return adm, nil
 	}
 	adm.settle = settle
@@ -502,7 +524,15 @@ func (l *limiter) admitWriteRef(ctx context.Context, op string, r ref) (*admissi
 	l.mu.Unlock()
 	adm := &admission{l: l, op: op, writeID: []string{r.id}}
 	charges, settle, err := l.writeCharges(ctx, adm, []ref{r}, false)
+	if full := (*chainFull)(nil); errors.As(err, &full) {
+		adm.releaseNow()
+		l.mu.Lock()
+		l.stats.Conflicts++
+		l.mu.Unlock()
+		return nil, conflictRefusal
+	}
 	if err != nil {
+		adm.untracked = true
 		return adm, nil
 	}
 	adm.settle = settle
@@ -866,12 +896,17 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 	started := l.startWrites(refs, time.Now(), followingFor(adm, tabs, transactional))
 	adm.tracks = started.tracks
 	l.mu.Unlock()
+	if started.refused >= 0 {
+		return nil, nil, &chainFull{pos: started.refused}
+	}
 	for _, d := range started.debts {
 		l.charge(d.bucket, d.units)
 	}
 	have := make(map[string]imageEntry, len(started.priors))
 	for id, ps := range started.priors {
-		have[id] = imageEntry{item: ps[0]}
+		if !started.reread[id] {
+			have[id] = imageEntry{item: ps[0]}
+		}
 	}
 	read, err := l.imagesOf(ctx, refs, have)
 	if err != nil {
@@ -891,9 +926,12 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 			continue
 		}
 		olds, ok := started.priors[r.id]
-		if !ok {
+		switch {
+		case !ok:
 			olds = []map[string]types.AttributeValue{read[r.id]}
 			tr.before = read[r.id]
+		case started.reread[r.id]:
+			olds = append(olds, read[r.id])
 		}
 		// The most any item the write may find costs, partition by
 		// partition (possible.go).
@@ -932,22 +970,28 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 	return out, settle, nil
 }
 
-// followingFor says how the writes of adm may be followed in their items'
-// possible states (possible.go): nil, not at all. A batch's items succeed or
-// stay unprocessed one by one, and a statement of a BatchExecuteStatement
-// may fail in a 200, which the front does not read; a transaction sent again
-// with its token is applied or not as its first attempt was, which the
-// front may not know (an attempt whose answer did not decide it).
-func followingFor(adm *admission, tabs []tables.Table, transactional bool) *following {
-	if adm.op == "BatchWriteItem" || adm.op == "BatchExecuteStatement" || adm.replay {
-		return nil
-	}
-	f := &following{tables: tabs, transactional: transactional}
+// followingFor says how the writes of adm meet their items' possible states
+// (possible.go). Not followed after joining them: a batch's items, which
+// succeed or stay unprocessed one by one; a BatchExecuteStatement's
+// statements, which may fail inside a 200 the front does not read; a
+// transaction sent again with its token, applied or not as its first
+// attempt was, which the front may not know. Only a batch's items are
+// never refused: a BatchWriteItem answers no conflict.
+func followingFor(adm *admission, tabs []tables.Table, transactional bool) following {
+	f := following{tables: tabs, transactional: transactional, refusable: adm.op != "BatchWriteItem",
+		follow: adm.op != "BatchWriteItem" && adm.op != "BatchExecuteStatement" && !adm.replay}
 	if transactional {
 		f.adm = adm
 	}
 	return f
 }
+
+// chainFull is writeCharges' error for a write that cannot join its item's
+// possible states while a transaction freed at its window is among them:
+// refused as a conflict, at refs[pos].
+type chainFull struct{ pos int }
+
+func (e *chainFull) Error() string { return "the item's possible states cannot take this write" }
 
 // chargesOf prices one write that turns old into after.
 func chargesOf(t tables.Table, pos int, r ref, old, after map[string]types.AttributeValue, transactional bool) []charge {

@@ -29,13 +29,18 @@ import (
 // no write of the item is in flight and one state is left, it is the item in
 // DynamoDB Local, and the image cache keeps it.
 //
-// What the front cannot follow (an update it cannot compute, a write whose
-// answer does not say whether it applied, a replayed token, too many states,
-// a chain older than imageTTL) ends the following, and the writes of the item
-// go back to being priced by a read. A transaction not followed on an item
-// holds that item until its answer, not for the window only: a write admitted
-// beside it would be priced by a read that may not see it (limits.go,
-// unholdFollowedLocked).
+// Every write of a followed item joins its states first, so that the writes
+// unanswered are charged what it may make of the item. What the front cannot
+// follow after that (a write whose answer does not say whether it applied, a
+// replayed token, a chain older than imageTTL) ends the following, and the
+// writes of the item go back to being priced by a read. A transaction not
+// followed on an item holds that item until its answer, not for the window
+// only: a write admitted beside it would be priced by a read that may not see
+// it (limits.go, unholdFollowedLocked); a transaction freed at its window
+// whose item's states end holds it again (dropChain). A write that cannot
+// join the states at all (an update the front cannot compute on one of them,
+// more than maxPossible states) while such a transaction is among them is
+// refused as a conflict, which is stricter than AWS.
 
 // maxPending bounds the unanswered writes one item's states follow (a
 // state's applied bits), and maxPossible the states themselves: n writes
@@ -174,9 +179,9 @@ func (w *pendingWrite) raise(old map[string]types.AttributeValue) ([]charge, boo
 // add follows one more write: w is charged the most any present state costs
 // (w.most), the states it and the pending writes make of them join them,
 // and each pending write is charged what the new states add to its most
-// (debts). ok false: the item can no longer be followed (the caller drops
-// the states, and prices w by the states add began with); the debts found
-// until then are still owed.
+// (debts), each as its state is found. ok false: the item can no longer be
+// followed (the caller drops the states, and prices w by the states add
+// began with); the debts found until then are owed.
 func (p *possible) add(w *pendingWrite) (debts []charge, ok bool) {
 	w.most = map[bucketKey]float64{}
 	for _, s := range p.states {
@@ -220,6 +225,17 @@ func (p *possible) add(w *pendingWrite) (debts []charge, ok bool) {
 			return false
 		}
 		p.states = append(p.states, n)
+		// The writes still unanswered may meet it.
+		for j, pw := range p.pending {
+			if pw != nil && pw != w && n.applied&(1<<j) == 0 {
+				more, _ := pw.raise(n.item) // computed as they joined
+				debts = append(debts, more...)
+			}
+		}
+		for _, c := range p.checks {
+			more, _ := c.raise(n.item)
+			debts = append(debts, more...)
+		}
 		for j, pw := range p.pending {
 			if pw != nil && n.applied&(1<<j) == 0 {
 				if !grow(n, j) {
@@ -231,30 +247,82 @@ func (p *possible) add(w *pendingWrite) (debts []charge, ok bool) {
 	}
 	for k := 0; k < old; k++ {
 		if !grow(p.states[k], w.slot) {
-			return nil, false
-		}
-	}
-	// The writes still unanswered may meet the new states too.
-	for _, s := range p.states[old:] {
-		for j, pw := range p.pending {
-			if pw == nil || pw == w || s.applied&(1<<j) != 0 {
-				continue
-			}
-			more, ok := pw.raise(s.item)
-			debts = append(debts, more...)
-			if !ok {
-				return debts, false
-			}
-		}
-		for _, c := range p.checks {
-			more, ok := c.raise(s.item)
-			debts = append(debts, more...)
-			if !ok {
-				return debts, false
-			}
+			return debts, false
 		}
 	}
 	return debts, true
+}
+
+// hasFreed says whether a transaction among the unanswered writes has freed
+// item id at its window.
+func (p *possible) hasFreed(id string) bool {
+	for _, w := range p.pending {
+		if w != nil && w.adm != nil && w.adm.freed[id] {
+			return true
+		}
+	}
+	for _, w := range p.checks {
+		if w.adm != nil && w.adm.freed[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// fits says whether a write of r can join the states: its item after
+// computed from each, a slot free, and the states it makes within
+// maxPossible. It changes nothing.
+func (p *possible) fits(r ref) bool {
+	for _, s := range p.states {
+		if _, ok := afterOf(r, s.item); !ok {
+			return false
+		}
+	}
+	if r.kind == "ConditionCheck" {
+		return true
+	}
+	slot := -1
+	for i, pw := range p.pending {
+		if pw == nil {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 {
+		return false
+	}
+	trial := &possible{states: append([]possibleState(nil), p.states...), pending: p.pending}
+	trial.pending[slot] = &pendingWrite{r: r}
+	n := len(trial.states)
+	var grow func(s possibleState, i int) bool
+	grow = func(s possibleState, i int) bool {
+		after, ok := afterOf(trial.pending[i].r, s.item)
+		if !ok {
+			return false
+		}
+		next := possibleState{item: after, applied: s.applied | 1<<i}
+		for j := range trial.states {
+			if trial.states[j].applied == next.applied && sameItem(&trial.states[j], &next) {
+				return true
+			}
+		}
+		if len(trial.states) >= maxPossible {
+			return false
+		}
+		trial.states = append(trial.states, next)
+		for j, pw := range trial.pending {
+			if pw != nil && next.applied&(1<<j) == 0 && !grow(next, j) {
+				return false
+			}
+		}
+		return true
+	}
+	for k := 0; k < n; k++ {
+		if !grow(trial.states[k], slot) {
+			return false
+		}
+	}
+	return true
 }
 
 // settle keeps the states that agree with w's answer: applied when

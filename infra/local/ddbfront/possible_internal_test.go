@@ -265,11 +265,13 @@ func TestWhichWritesAreFollowed(t *testing.T) {
 		{admission{op: "TransactWriteItems", replay: true}, true, false},
 	} {
 		f := followingFor(&tc.adm, nil, tc.tx)
-		if (f != nil) != tc.follow {
-			t.Errorf("%s (replay %v): followed %v, want %v", tc.adm.op, tc.adm.replay, f != nil, tc.follow)
-			continue
+		if f.follow != tc.follow {
+			t.Errorf("%s (replay %v): followed %v, want %v", tc.adm.op, tc.adm.replay, f.follow, tc.follow)
 		}
-		if f != nil && (f.adm != nil) != tc.tx {
+		if f.refusable != (tc.adm.op != "BatchWriteItem") {
+			t.Errorf("%s: refusable %v, want only a BatchWriteItem's writes never refused", tc.adm.op, f.refusable)
+		}
+		if (f.adm != nil) != tc.tx {
 			t.Errorf("%s: holds given back by a dropped chain %v, want %v", tc.adm.op, f.adm != nil, tc.tx)
 		}
 	}
@@ -288,13 +290,13 @@ func TestADroppedChainHoldsItsTransactionsItemAgain(t *testing.T) {
 	adm := &admission{l: l, start: now, held: true, txIDs: []string{followedID, coldID}}
 	l.txItems[followedID], l.txItems[coldID] = 1, 1
 	adm.tracks = l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1"), cold}, now,
-		&following{tables: []tables.Table{stockTable, stockTable}, transactional: true, adm: adm}).tracks
+		following{tables: []tables.Table{stockTable, stockTable}, transactional: true, adm: adm, follow: true, refusable: true}).tracks
 
 	adm.unholdFollowedLocked(now.Add(DefaultTxWindow))
 	if l.txItems[followedID] != 0 || l.txItems[coldID] != 1 || !adm.held {
 		t.Fatalf("at the window: held %v, want the followed item free and the other held", l.txItems)
 	}
-	l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1")}, now, nil) // not followed: a batch's
+	l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1")}, now, following{tables: []tables.Table{stockTable}}) // not followed: a batch's
 	if l.txItems[followedID] != 1 {
 		t.Fatalf("after its states were dropped: the item held %d times, want 1", l.txItems[followedID])
 	}
@@ -305,4 +307,70 @@ func TestADroppedChainHoldsItsTransactionsItemAgain(t *testing.T) {
 	if l.stats.Holds != 1 || l.stats.HeldFor != time.Second {
 		t.Errorf("hold counted %d times for %s, want once for 1s", l.stats.Holds, l.stats.HeldFor)
 	}
+}
+
+// A write that leaves the item's states (a batch's) still joins them first:
+// the transaction unanswered beside it is charged what meeting its item may
+// cost. A write that cannot join them while a transaction freed at its
+// window is among them is refused, and nothing of it is started. A chain
+// older than imageTTL prices the write by a read as well.
+func TestWritesThatLeaveOrCannotJoinTheStates(t *testing.T) {
+	now := time.Now()
+	id := "t\x00a"
+	small := map[string]types.AttributeValue{"pk": s("a"), "stock": n("1")}
+	big := map[string]types.AttributeValue{"pk": s("a"), "body": s(strings.Repeat("x", 10_000))}
+	setup := func(t *testing.T, readAt time.Time) (*limiter, *admission) {
+		t.Helper()
+		l := &limiter{txItems: map[string]int{id: 1}, writes: map[string]int{}}
+		l.imgs = map[string]imageEntry{id: {item: small, readAt: readAt}}
+		adm := &admission{l: l, start: now, held: true, txIDs: []string{id}}
+		adm.tracks = l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1")}, now,
+			following{tables: []tables.Table{stockTable}, transactional: true, adm: adm, follow: true, refusable: true}).tracks
+		adm.unholdFollowedLocked(now)
+		if !adm.freed[id] {
+			t.Fatal("the followed transaction did not free its item at the window")
+		}
+		return l, adm
+	}
+	t.Run("a batch's Put", func(t *testing.T) {
+		l, adm := setup(t, now)
+		put := ref{table: "t", id: id, kind: "Put", key: map[string]types.AttributeValue{"pk": s("a")}, item: big}
+		started := l.startWrites([]ref{put}, now, following{tables: []tables.Table{stockTable}})
+		owed := 0.0
+		for _, d := range started.debts {
+			owed += d.units
+		}
+		// The transaction was charged 2 (1 unit, doubled); meeting 10 KB, 20.
+		if owed != 18 {
+			t.Errorf("the transaction owes %v for the batch's Put, want 18", owed)
+		}
+		if l.poss[id] != nil || l.txItems[id] != 1 || adm.freed[id] {
+			t.Errorf("after the batch: states kept %v, item held %d times (freed %v), want none kept and the item held again", l.poss[id] != nil, l.txItems[id], adm.freed[id])
+		}
+	})
+	t.Run("one write too many", func(t *testing.T) {
+		l, _ := setup(t, now)
+		// Decrements by powers of ten: every subset a state; 2^6 = 64.
+		for i := 1; i < 6; i++ {
+			started := l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1"+strings.Repeat("0", i))}, now, followAll(1))
+			if started.refused >= 0 {
+				t.Fatalf("write %d refused", i+1)
+			}
+		}
+		before := l.flights[id].count
+		started := l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1000000")}, now, followAll(1))
+		if started.refused != 0 {
+			t.Fatalf("the seventh write of the item: refused at %d, want 0 (beyond %d states)", started.refused, maxPossible)
+		}
+		if l.flights[id].count != before || l.poss[id] == nil {
+			t.Errorf("the refused write was started (in flight %d, was %d) or dropped the states", l.flights[id].count, before)
+		}
+	})
+	t.Run("states older than imageTTL", func(t *testing.T) {
+		l, _ := setup(t, now.Add(-imageTTL+time.Millisecond))
+		started := l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1")}, now.Add(time.Millisecond), followAll(1))
+		if !started.reread[id] || started.tracks[0].p != nil {
+			t.Errorf("a write of states older than imageTTL: read again %v, followed %v; want read, not followed", started.reread[id], started.tracks[0].p != nil)
+		}
+	})
 }

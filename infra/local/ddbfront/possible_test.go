@@ -157,3 +157,24 @@ func TestAStatementRefusedInsideABatchLeavesNoImage(t *testing.T) {
 		t.Errorf("after an update of the 10 KB item, %d units left, want 30: it was charged %d, want 10", left, 40-left)
 	}
 }
+
+// A transaction with two actions on one item is refused (by DynamoDB Local,
+// as by AWS), and leaves the item free: no hold of it outlives the refusal.
+func TestATransactionNamingAnItemTwiceHoldsNothing(t *testing.T) {
+	st, table := frontOn(t, stacktest.Stack(t).Upstream(), ddbfront.Limits{TxWindow: 50 * time.Millisecond}, "twice")
+	db := st.DynamoDB()
+	put(t, db, table, item("x", 1, nil))
+	_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{TableName: aws.String(table), Key: key("x", 1),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}},
+		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: key("x", 1),
+			ConditionExpression: aws.String("attribute_exists(pk)")}},
+	}}, noRetry)
+	if err == nil {
+		t.Fatal("a transaction with two actions on one item was applied")
+	}
+	if _, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("x", 1),
+		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(2)}}, noRetry); err != nil {
+		t.Errorf("a write of the item after the refused transaction: %v, want it free", err)
+	}
+}
