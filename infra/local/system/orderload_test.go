@@ -291,7 +291,8 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 // the limits and without them, so that each bucket count has its own
 // ratio. ORDER_LOAD_MODES names the modes to run, in order, repeats
 // allowed: alternate them (on, off, off, on) for a ratio, as the machine
-// drifts over a run. It reports orders/s, p50/p99 latency, DynamoDB calls
+// drifts over a run, and give each 30 s (ORDER_LOAD_SECONDS=30): in 10 s
+// the same mode spreads by up to a third within one run. It reports orders/s, p50/p99 latency, DynamoDB calls
 // per order (p50, p99, max), the requests DynamoDB Local served per order
 // (passed on by the front, and the front's own), how long transactions
 // held their items and waited for their answers, an order's mean latency
@@ -302,7 +303,7 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 // conflicts, and the processors' batches that gave up on contention.
 //
 //	go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
-//	ORDER_LOAD_MODES=limits=on,limits=off,limits=off,limits=on go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
+//	ORDER_LOAD_SECONDS=30 ORDER_LOAD_MODES=limits=on,limits=off,limits=off,limits=on go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
 //	ORDER_LOAD_CLIENTS=12 ORDER_LOAD_MODES=limits=on,limits=off,limits=off,limits=on go test -run '^$' -bench OrderLoad -benchtime 1x ./infra/local/system
 func BenchmarkOrderLoad(b *testing.B) {
 	d := 10 * time.Second
