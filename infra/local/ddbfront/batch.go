@@ -135,6 +135,28 @@ func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission,
 			entries = append(entries, entry{table, raw})
 		}
 	}
+	// An item a transaction holds, or whose possible states cannot take
+	// the write beside a transaction freed at its window, is left
+	// unprocessed: priced by a read that may not see that transaction,
+	// and the transaction never charged for what the write makes of the
+	// item (possible.go). Stricter than AWS.
+	var held []entry
+	l.mu.Lock()
+	n := 0
+	for i, r := range refs {
+		if p := l.poss[r.id]; l.txItems[r.id] > 0 || (p != nil && p.hasFreed(r.id) && !p.fits(r)) {
+			held = append(held, entries[i])
+			continue
+		}
+		refs[n], entries[n] = r, entries[i]
+		n++
+	}
+	l.stats.Conflicts += int64(len(held))
+	l.mu.Unlock()
+	refs, entries = refs[:n], entries[:n]
+	if len(refs) == 0 && len(held) > 0 {
+		return nil, conflictRefusal
+	}
 	adm := &admission{l: l, op: "BatchWriteItem"}
 	charges, _, err := l.writeCharges(ctx, adm, refs, false)
 	for i := range adm.tracks {
@@ -153,11 +175,15 @@ func (l *limiter) admitBatchWrite(ctx context.Context, body []byte) (*admission,
 	kept := map[string]json.RawMessage{}
 	keptItems := map[string][]json.RawMessage{}
 	refused := map[string][]json.RawMessage{}
+	for _, e := range held {
+		refused[e.table] = append(refused[e.table], e.raw)
+	}
 	var first bucketKey
+	throttledAny := false
 	for i, r := range refs {
 		if _, b, ok := l.take(byPos[i]); !ok {
-			if len(refused) == 0 {
-				first = b
+			if !throttledAny {
+				first, throttledAny = b, true
 			}
 			refused[entries[i].table] = append(refused[entries[i].table], entries[i].raw)
 			continue

@@ -72,6 +72,9 @@ type imageTrack struct {
 	p      *possible
 	w      *pendingWrite
 	priced []charge
+	// size is the largest the item may be around the write, marked at
+	// its start and its end (sizemarks.go).
+	size int
 }
 
 // following says how the writes of a request meet their items' possible
@@ -121,13 +124,20 @@ func (l *limiter) startWrites(refs []ref, now time.Time, f following) startedWri
 		l.poss = map[string]*possible{}
 	}
 	out := startedWrites{priors: map[string][]map[string]types.AttributeValue{}, reread: map[string]bool{}, refused: -1}
-	if f.refusable && l.untracked == 0 {
+	if f.refusable {
 		// A write that cannot join its item's states while a transaction
 		// freed at its window is among them would be priced by a read that
 		// may not see that transaction, and the transaction never charged
-		// for what the write makes of the item: refused, as a conflict.
+		// for what the write makes of the item: refused, as a conflict. So
+		// is one whose item another transaction holds again since the
+		// write's admission (dropChain).
+		own := 0
+		if f.transactional {
+			own = 1
+		}
 		for i, r := range refs {
-			if p := l.poss[r.id]; p != nil && p.hasFreed(r.id) && !p.fits(r) {
+			p := l.poss[r.id]
+			if l.txItems[r.id] > own || (l.untracked == 0 && p != nil && p.hasFreed(r.id) && !p.fits(r)) {
 				out.refused = i
 				return out
 			}
@@ -317,6 +327,7 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			continue
 		}
 		fl.count--
+		l.markSize(t.id, t.size, now)
 		if t.p != nil {
 			// While the item's states are followed, every write of it in
 			// flight is followed in them: none left, none is pending.

@@ -161,6 +161,10 @@ type limiter struct {
 	// poss are the possible states of items with writes in flight
 	// (possible.go).
 	poss map[string]*possible
+	// marks are, by item, the sizes it may have had around recent
+	// writes (sizemarks.go).
+	marks       map[string][]sizeMark
+	marksPruned time.Time
 	// recent are the writes each item had within StaleReads (stale.go).
 	recent       map[string][]staleWrite
 	recentPruned time.Time
@@ -287,6 +291,15 @@ func (l *limiter) admit(ctx context.Context, op string, body []byte) (*admission
 	if l == nil {
 		return nil, nil
 	}
+	start := time.Now()
+	adm, refused := l.admitOp(ctx, op, body)
+	if adm != nil && adm.start.IsZero() {
+		adm.start = start
+	}
+	return adm, refused
+}
+
+func (l *limiter) admitOp(ctx context.Context, op string, body []byte) (*admission, *refusal) {
 	switch op {
 	case "TransactWriteItems":
 		return l.admitTransactWrite(ctx, body)
@@ -908,7 +921,9 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 			have[id] = imageEntry{item: ps[0]}
 		}
 	}
-	read, err := l.imagesOf(ctx, refs, have)
+	// The write goes on when its client leaves (front.go), so its price
+	// does too.
+	read, err := l.imagesOf(context.WithoutCancel(ctx), refs, have)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -919,6 +934,7 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		tr.write = r.kind != "ConditionCheck" && !adm.replay
 		if tr.w != nil {
 			// Followed: priced as it joined its item's states.
+			tr.size = largestAround(r, started.priors[r.id])
 			if r.kind == "Put" && r.absentIfApplied {
 				adm.ifRefused = append(adm.ifRefused, settlement{ref: r, charged: tr.priced, transactional: transactional})
 			}
@@ -958,6 +974,7 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		for j, b := range order {
 			cs[j] = charge{pos: i, bucket: b, units: most[b]}
 		}
+		tr.size = largestAround(r, olds)
 		tr.after, tr.known = after, known && !adm.replay && len(olds) == 1
 		if r.kind == "Put" && r.absentIfApplied {
 			adm.ifRefused = append(adm.ifRefused, settlement{ref: r, charged: cs, transactional: transactional})
@@ -967,7 +984,26 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		}
 		out = append(out, cs...)
 	}
+	l.mu.Lock()
+	now := time.Now()
+	for _, tr := range adm.tracks {
+		l.markSize(tr.id, tr.size, now)
+	}
+	l.mu.Unlock()
 	return out, settle, nil
+}
+
+// largestAround is the largest size the item of a write of r may have
+// around it: each item it may find, and what it makes of each (sizemarks.go).
+func largestAround(r ref, olds []map[string]types.AttributeValue) int {
+	largest := 0
+	for _, o := range olds {
+		largest = max(largest, capacity.ItemSize(o))
+		if a, ok := afterOf(r, o); ok {
+			largest = max(largest, capacity.ItemSize(a))
+		}
+	}
+	return largest
 }
 
 // followingFor says how the writes of adm meet their items' possible states
@@ -1074,6 +1110,12 @@ func (l *limiter) settleNow(ctx context.Context, ss []settlement, refund bool, p
 		befores, after, ok := priced(s, now[s.ref.id])
 		if !ok {
 			continue
+		}
+		if refund {
+			// A write priced after its answer: the item it made.
+			l.mu.Lock()
+			l.markSize(s.ref.id, capacity.ItemSize(after), time.Now())
+			l.mu.Unlock()
 		}
 		t, err := l.schemas.get(ctx, s.ref.table)
 		if err != nil {

@@ -374,3 +374,34 @@ func TestWritesThatLeaveOrCannotJoinTheStates(t *testing.T) {
 		}
 	})
 }
+
+// A write admitted while its item was free may find, as it starts, that a
+// transaction holds the item again (its states were dropped in between):
+// it is refused, as a conflict, and nothing of it is started. A
+// transaction's own hold of its item does not count against it.
+func TestAWriteStartedBesideAHeldItemIsRefused(t *testing.T) {
+	now := time.Now()
+	id := "t\x00a"
+	for _, tc := range []struct {
+		name    string
+		holds   int
+		tx      bool
+		refused bool
+	}{
+		{"a single write, the item free", 0, false, false},
+		{"a single write, the item held", 1, false, true},
+		{"a transaction, its own hold", 1, true, false},
+		{"a transaction, another's hold too", 2, true, true},
+	} {
+		l := &limiter{txItems: map[string]int{id: tc.holds}, writes: map[string]int{}}
+		f := followAll(1)
+		f.transactional = tc.tx
+		started := l.startWrites([]ref{stockRef(t, "ADD stock :v", "-1")}, now, f)
+		if got := started.refused == 0; got != tc.refused {
+			t.Errorf("%s: refused %v, want %v", tc.name, got, tc.refused)
+		}
+		if tc.refused && (len(started.tracks) != 0 || l.flights[id] != nil && l.flights[id].count != 0) {
+			t.Errorf("%s: the refused write was started", tc.name)
+		}
+	}
+}

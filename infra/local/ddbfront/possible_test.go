@@ -178,3 +178,54 @@ func TestATransactionNamingAnItemTwiceHoldsNothing(t *testing.T) {
 		t.Errorf("a write of the item after the refused transaction: %v, want it free", err)
 	}
 }
+
+// A batch's write of an item a transaction holds is left unprocessed (the
+// transaction's item is not priced beside it), and the batch's other items
+// are written. Here the transaction is freed at its window, a first batch
+// Put of its item ends the item's states (a batch's answer does not say
+// which items it wrote), so the transaction holds the item again until its
+// answer, and a second batch meets that hold.
+func TestABatchWriteOfAHeldItemIsLeftUnprocessed(t *testing.T) {
+	const window, slow = 200 * time.Millisecond, 2 * time.Second
+	st, table := frontOn(t, slowTransactions(t, slow), ddbfront.Limits{TxWindow: window}, "batchheld")
+	db := st.DynamoDB()
+	put(t, db, table, item("slow", 1, nil))
+	first := make(chan error, 1)
+	go func() {
+		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
+			TableName: aws.String(table), Key: key("slow", 1),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)},
+		}}}}, noRetry)
+		first <- err
+	}()
+	time.Sleep(window + window/2)
+	batch := func(sk int) *dynamodb.BatchWriteItemOutput {
+		t.Helper()
+		out, err := db.BatchWriteItem(ctx(t), &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: {
+			{PutRequest: &types.PutRequest{Item: item("slow", 1, map[string]types.AttributeValue{"b": num(int64(sk))})}},
+			{PutRequest: &types.PutRequest{Item: item("other", sk, nil)}},
+		}}}, noRetry)
+		if err != nil {
+			t.Fatalf("batch %d: %v", sk, err)
+		}
+		return out
+	}
+	if out := batch(1); len(out.UnprocessedItems) != 0 {
+		t.Fatalf("the first batch, the transaction freed at its window: unprocessed %v, want none", out.UnprocessedItems)
+	}
+	out := batch(2)
+	if got := len(out.UnprocessedItems[table]); got != 1 {
+		t.Fatalf("the second batch, the transaction holding its item again: %d unprocessed, want 1 (its item)", got)
+	}
+	if k := out.UnprocessedItems[table][0].PutRequest.Item["pk"].(*types.AttributeValueMemberS).Value; k != "slow" {
+		t.Errorf("unprocessed: the item %q, want the held one", k)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the transaction answered (%v) before the batches; the test proves nothing", err)
+	default:
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the transaction: %v", err)
+	}
+}

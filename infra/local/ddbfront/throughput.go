@@ -412,7 +412,8 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 		if len(refs) > 0 {
 			if items, err := l.images(ctx, refs); err == nil {
 				for _, br := range a.batchReads {
-					l.charge(l.tableBucket(ctx, br.ref), capacity.ReadUnits(capacity.ItemSize(items[br.ref.id]), br.c))
+					size := max(capacity.ItemSize(items[br.ref.id]), l.largestSince(br.ref.id, a.start))
+					l.charge(l.tableBucket(ctx, br.ref), capacity.ReadUnits(size, br.c))
 				}
 			}
 		}
@@ -421,7 +422,7 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 		if a.stmt == nil {
 			return nil
 		}
-		groups, err := l.selected(ctx, a.stmt, a.cons)
+		groups, err := l.selected(ctx, a.stmt, a.cons, a.start)
 		if err != nil {
 			return nil
 		}
@@ -443,7 +444,7 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 			// The whole item, never less than the answer: a write
 			// between the read and this charge may have shrunk it.
 			if items, err := l.images(ctx, []ref{*a.get}); err == nil {
-				size = max(size, capacity.ItemSize(items[a.get.id]))
+				size = max(size, capacity.ItemSize(items[a.get.id]), l.largestSince(a.get.id, a.start))
 			}
 		}
 		l.charge(a.reads[0].bucket, capacity.ReadUnits(size, a.reads[0].c))
@@ -454,7 +455,8 @@ func (a *admission) chargeAnswer(ctx context.Context, status int, out []byte) *r
 			return nil
 		}
 		for i, r := range a.txGets {
-			l.charge(a.reads[i].bucket, capacity.ReadUnits(capacity.ItemSize(items[r.id]), capacity.Transactional))
+			size := max(capacity.ItemSize(items[r.id]), l.largestSince(r.id, a.start))
+			l.charge(a.reads[i].bucket, capacity.ReadUnits(size, capacity.Transactional))
 		}
 	case "Query":
 		items, err := l.queried(ctx, a.body, out)
@@ -668,7 +670,7 @@ func (l *limiter) byPartition(ctx context.Context, table, index string, items []
 // WHERE names by its whole key, or the partition its key equality names
 // (every item in it, whatever else the WHERE asks), or else the table or
 // index as a Scan reads it.
-func (l *limiter) selected(ctx context.Context, st *statement, c capacity.Consistency) (map[bucketKey]int, error) {
+func (l *limiter) selected(ctx context.Context, st *statement, c capacity.Consistency, since time.Time) (map[bucketKey]int, error) {
 	t, err := l.schemas.get(ctx, st.table)
 	if err != nil {
 		return nil, err
@@ -694,7 +696,8 @@ func (l *limiter) selected(ctx context.Context, st *statement, c capacity.Consis
 		if err != nil {
 			return nil, err
 		}
-		return map[bucketKey]int{{table: st.table, pk: valueText(v)}: capacity.ItemSize(items[r.id])}, nil
+		size := max(capacity.ItemSize(items[r.id]), l.largestSince(r.id, since))
+		return map[bucketKey]int{{table: st.table, pk: valueText(v)}: size}, nil
 	case byKey:
 		in := &dynamodb.QueryInput{
 			TableName: aws.String(st.table), KeyConditionExpression: aws.String("#k = :k"),
@@ -797,6 +800,9 @@ func (l *limiter) chargeBatchGet(ctx context.Context, a *admission, out []byte) 
 		}
 		for _, r := range refs {
 			size := max(capacity.ItemSize(found[r.id]), capacity.ItemSize(whole[r.id]))
+			if whole != nil {
+				size = max(size, l.largestSince(r.id, a.start))
+			}
 			l.charge(bucketKey{table: table, pk: valueText(r.key[t.PartitionKey.Name])}, capacity.ReadUnits(size, consistencyOf(ka.ConsistentRead)))
 		}
 	}

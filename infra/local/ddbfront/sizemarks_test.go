@@ -1,0 +1,100 @@
+package ddbfront_test
+
+import (
+	"bytes"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shopstream/shopstream/infra/local/ddbfront"
+	"github.com/shopstream/shopstream/infra/local/stacktest"
+)
+
+// slowGetAnswers puts a proxy before DynamoDB Local that holds back the
+// answer of every GetItem naming the value "slowread" for the given time
+// after DynamoDB Local gave it: a read done, whose answer is late.
+func slowGetAnswers(t *testing.T, slow time.Duration) string {
+	t.Helper()
+	up, err := url.Parse(stacktest.Stack(t).Upstream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetItem") || !bytes.Contains(body, []byte(`"slowread"`)) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		time.Sleep(slow)
+		for k, vs := range rec.Header() {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// AWS charges a projected read the whole item it read. The front learns
+// that item's size after the answer, and a write that shrank the item
+// between the read and that moment made the charge smaller than AWS's: here
+// 1 read unit for a read of a 10 KB item, which AWS charges 3. The write
+// marks the sizes the item may have had around it, and the read is charged
+// at least the largest since its admission.
+func TestAProjectedReadIsChargedTheItemItRead(t *testing.T) {
+	const slow = time.Second
+	clock := newStillClock()
+	st, table := frontOn(t, slowGetAnswers(t, slow), ddbfront.Limits{
+		PartitionWCU: 12, PartitionRCU: 12, Now: clock.Now, Partitions: onePerKey,
+	}, "marks")
+	db := st.DynamoDB()
+	put(t, db, table, item("slowread", 1, map[string]types.AttributeValue{"body": tenKB}))
+	clock.refill()
+	read := make(chan error, 1)
+	go func() {
+		_, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("slowread", 1),
+			ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("pk")}, noRetry)
+		read <- err
+	}()
+	time.Sleep(slow / 5)
+	put(t, db, table, item("slowread", 1, nil)) // shrinks it, before the read's answer
+	clock.refill()
+	select {
+	case err := <-read:
+		t.Fatalf("the read answered (%v) before the write; the test proves nothing", err)
+	default:
+	}
+	if err := <-read; err != nil {
+		t.Fatalf("the projected read: %v", err)
+	}
+	// 12 units a second; the read of 10 KB takes 3, each consistent read
+	// of an absent item 1.
+	left := admitted(t, 20, func(i int) error {
+		_, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("slowread", 100+i),
+			ConsistentRead: aws.Bool(true)}, noRetry)
+		return err
+	})
+	if left != 9 {
+		t.Errorf("after the projected read of the 10 KB item, %d units left, want 9: it was charged %d, want 3", left, 12-left)
+	}
+}
