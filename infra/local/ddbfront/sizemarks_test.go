@@ -1,14 +1,6 @@
 package ddbfront_test
 
 import (
-	"bytes"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,43 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shopstream/shopstream/infra/local/ddbfront"
-	"github.com/shopstream/shopstream/infra/local/stacktest"
 )
-
-// slowGetAnswers puts a proxy before DynamoDB Local that holds back the
-// answer of every GetItem naming the value "slowread" for the given time
-// after DynamoDB Local gave it: a read done, whose answer is late.
-func slowGetAnswers(t *testing.T, slow time.Duration) string {
-	t.Helper()
-	up, err := url.Parse(stacktest.Stack(t).Upstream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(up)
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetItem") || !bytes.Contains(body, []byte(`"slowread"`)) {
-			proxy.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		proxy.ServeHTTP(rec, r)
-		time.Sleep(slow)
-		for k, vs := range rec.Header() {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // AWS charges a projected read the whole item it read. The front learns
 // that item's size after the answer, and a write that shrank the item
@@ -64,7 +20,7 @@ func slowGetAnswers(t *testing.T, slow time.Duration) string {
 func TestAProjectedReadIsChargedTheItemItRead(t *testing.T) {
 	const slow = time.Second
 	clock := newStillClock()
-	st, table := frontOn(t, slowGetAnswers(t, slow), ddbfront.Limits{
+	st, table := frontOn(t, delayingProxy(t, "GetItem", "slowread", slow, true), ddbfront.Limits{
 		PartitionWCU: 12, PartitionRCU: 12, Now: clock.Now, Partitions: onePerKey,
 	}, "marks")
 	db := st.DynamoDB()

@@ -28,6 +28,14 @@ import (
 // passes it on: a transaction that waits behind others for DynamoDB Local's
 // one thread, as under load.
 func slowTransactions(t *testing.T, slow time.Duration) string {
+	return delayingProxy(t, "TransactWriteItems", "slow", slow, false)
+}
+
+// delayingProxy puts a proxy before DynamoDB Local that delays every request
+// of operation op whose body names the value marker by slow: before passing
+// it on, or, with afterAnswer, after DynamoDB Local answered it (a request
+// done, whose answer is late).
+func delayingProxy(t *testing.T, op, marker string, slow time.Duration, afterAnswer bool) string {
 	t.Helper()
 	up, err := url.Parse(stacktest.Stack(t).Upstream())
 	if err != nil {
@@ -42,10 +50,23 @@ func slowTransactions(t *testing.T, slow time.Duration) string {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") && bytes.Contains(body, []byte(`"slow"`)) {
-			time.Sleep(slow)
+		if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), "."+op) || !bytes.Contains(body, []byte(`"`+marker+`"`)) {
+			proxy.ServeHTTP(w, r)
+			return
 		}
-		proxy.ServeHTTP(w, r)
+		if !afterAnswer {
+			time.Sleep(slow)
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		time.Sleep(slow)
+		for k, vs := range rec.Header() {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
