@@ -183,18 +183,29 @@ func (w *pendingWrite) raise(old map[string]types.AttributeValue) ([]charge, boo
 // followed (the caller drops the states, and prices w by the states add
 // began with); the debts found until then are owed.
 func (p *possible) add(w *pendingWrite) (debts []charge, ok bool) {
-	w.most = map[bucketKey]float64{}
+	return p.join(w, false)
+}
+
+// join is add; dry only says whether w can join, charging and keeping
+// nothing of it (the caller gives a copy of the states: fits).
+func (p *possible) join(w *pendingWrite, dry bool) (debts []charge, ok bool) {
+	if !dry {
+		w.most = map[bucketKey]float64{}
+	}
 	for _, s := range p.states {
-		if _, ok := w.raise(s.item); !ok {
+		if dry {
+			if _, ok := afterOf(w.r, s.item); !ok {
+				return nil, false
+			}
+		} else if _, ok := w.raise(s.item); !ok {
 			return nil, false
 		}
 	}
+	w.slot = -1
 	if w.r.kind == "ConditionCheck" {
-		w.slot = -1
 		p.checks = append(p.checks, w)
 		return nil, true
 	}
-	w.slot = -1
 	for i, pw := range p.pending {
 		if pw == nil {
 			w.slot = i
@@ -227,14 +238,16 @@ func (p *possible) add(w *pendingWrite) (debts []charge, ok bool) {
 		p.states = append(p.states, n)
 		// The writes still unanswered may meet it.
 		for j, pw := range p.pending {
-			if pw != nil && pw != w && n.applied&(1<<j) == 0 {
+			if !dry && pw != nil && pw != w && n.applied&(1<<j) == 0 {
 				more, _ := pw.raise(n.item) // computed as they joined
 				debts = append(debts, more...)
 			}
 		}
 		for _, c := range p.checks {
-			more, _ := c.raise(n.item)
-			debts = append(debts, more...)
+			if !dry {
+				more, _ := c.raise(n.item)
+				debts = append(debts, more...)
+			}
 		}
 		for j, pw := range p.pending {
 			if pw != nil && n.applied&(1<<j) == 0 {
@@ -273,56 +286,9 @@ func (p *possible) hasFreed(id string) bool {
 // computed from each, a slot free, and the states it makes within
 // maxPossible. It changes nothing.
 func (p *possible) fits(r ref) bool {
-	for _, s := range p.states {
-		if _, ok := afterOf(r, s.item); !ok {
-			return false
-		}
-	}
-	if r.kind == "ConditionCheck" {
-		return true
-	}
-	slot := -1
-	for i, pw := range p.pending {
-		if pw == nil {
-			slot = i
-			break
-		}
-	}
-	if slot < 0 {
-		return false
-	}
 	trial := &possible{states: append([]possibleState(nil), p.states...), pending: p.pending}
-	trial.pending[slot] = &pendingWrite{r: r}
-	n := len(trial.states)
-	var grow func(s possibleState, i int) bool
-	grow = func(s possibleState, i int) bool {
-		after, ok := afterOf(trial.pending[i].r, s.item)
-		if !ok {
-			return false
-		}
-		next := possibleState{item: after, applied: s.applied | 1<<i}
-		for j := range trial.states {
-			if trial.states[j].applied == next.applied && sameItem(&trial.states[j], &next) {
-				return true
-			}
-		}
-		if len(trial.states) >= maxPossible {
-			return false
-		}
-		trial.states = append(trial.states, next)
-		for j, pw := range trial.pending {
-			if pw != nil && next.applied&(1<<j) == 0 && !grow(next, j) {
-				return false
-			}
-		}
-		return true
-	}
-	for k := 0; k < n; k++ {
-		if !grow(trial.states[k], slot) {
-			return false
-		}
-	}
-	return true
+	_, ok := trial.join(&pendingWrite{r: r}, true)
+	return ok
 }
 
 // settle keeps the states that agree with w's answer: applied when
