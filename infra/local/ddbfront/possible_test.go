@@ -41,15 +41,14 @@ func TestWriteBesideAnUnansweredTransactionPricedByWhatItMayFind(t *testing.T) {
 		return admitted(t, 40, func(i int) error { return setV(from+i, 1) })
 	}
 
-	first := make(chan error, 1)
-	go func() {
+	first := sendLate("the transaction", func() error {
 		// 2 × 10 units of the partition's 40.
 		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
 			TableName: aws.String(table), Key: key("slow", 1),
 			UpdateExpression: aws.String("SET body = :b"), ExpressionAttributeValues: map[string]types.AttributeValue{":b": tenKB},
 		}}}}, noRetry)
-		first <- err
-	}()
+		return err
+	})
 	time.Sleep(window + window/2)
 	ownBefore := own()
 	if err := setV(1, 2); err != nil {
@@ -58,19 +57,13 @@ func TestWriteBesideAnUnansweredTransactionPricedByWhatItMayFind(t *testing.T) {
 	if n := own() - ownBefore; n != 0 {
 		t.Errorf("the write beside the unanswered transaction read %d times, want 0: it knows what the item may be", n)
 	}
-	select {
-	case err := <-first:
-		t.Fatalf("the transaction answered (%v) before the write; the test proves nothing", err)
-	default:
-	}
+	first.notYet(t, "the write")
 	// 40 - 20 - 10 = 10 units left; 19 if the write had been priced by
 	// the item before the transaction.
 	if got := unitsLeft(100); got != 10 {
 		t.Errorf("after the write beside the transaction, %d units left, want 10: the write was charged %d, want 10", got, 20-got)
 	}
-	if err := <-first; err != nil {
-		t.Fatalf("the transaction: %v", err)
-	}
+	first.wait(t)
 
 	clock.refill()
 	ownBefore = own()
@@ -101,13 +94,12 @@ func TestTransactionOnAnItemNotFollowedHoldsItUntilItsAnswer(t *testing.T) {
 	const window, slow = 200 * time.Millisecond, 2 * time.Second
 	st, table := frontOn(t, slowTransactions(t, slow), ddbfront.Limits{TxWindow: window}, "cold")
 	db := st.DynamoDB()
-	first := make(chan error, 1)
-	go func() {
+	first := sendLate("the transaction", func() error {
 		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
 			TableName: aws.String(table), Item: item("slow", 2, map[string]types.AttributeValue{"body": tenKB}),
 		}}}}, noRetry)
-		first <- err
-	}()
+		return err
+	})
 	time.Sleep(window + window/2)
 	_, err := db.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("slow", 2),
 		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)}}, noRetry)
@@ -115,14 +107,8 @@ func TestTransactionOnAnItemNotFollowedHoldsItUntilItsAnswer(t *testing.T) {
 	if !errors.As(err, &tce) {
 		t.Errorf("a write of the item after the window, before the answer: got %v, want TransactionConflictException", err)
 	}
-	select {
-	case err := <-first:
-		t.Fatalf("the transaction answered (%v) before the write; the test proves nothing", err)
-	default:
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("the transaction: %v", err)
-	}
+	first.notYet(t, "the write")
+	first.wait(t)
 }
 
 // A statement of a BatchExecuteStatement may fail inside the batch's 200
@@ -190,14 +176,13 @@ func TestABatchWriteOfAHeldItemIsLeftUnprocessed(t *testing.T) {
 	st, table := frontOn(t, slowTransactions(t, slow), ddbfront.Limits{TxWindow: window}, "batchheld")
 	db := st.DynamoDB()
 	put(t, db, table, item("slow", 1, nil))
-	first := make(chan error, 1)
-	go func() {
+	first := sendLate("the transaction", func() error {
 		_, err := db.TransactWriteItems(ctx(t), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Update: &types.Update{
 			TableName: aws.String(table), Key: key("slow", 1),
 			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(1)},
 		}}}}, noRetry)
-		first <- err
-	}()
+		return err
+	})
 	time.Sleep(window + window/2)
 	batch := func(sk int) *dynamodb.BatchWriteItemOutput {
 		t.Helper()
@@ -220,12 +205,6 @@ func TestABatchWriteOfAHeldItemIsLeftUnprocessed(t *testing.T) {
 	if k := out.UnprocessedItems[table][0].PutRequest.Item["pk"].(*types.AttributeValueMemberS).Value; k != "slow" {
 		t.Errorf("unprocessed: the item %q, want the held one", k)
 	}
-	select {
-	case err := <-first:
-		t.Fatalf("the transaction answered (%v) before the batches; the test proves nothing", err)
-	default:
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("the transaction: %v", err)
-	}
+	first.notYet(t, "the batches")
+	first.wait(t)
 }

@@ -26,23 +26,16 @@ func TestAProjectedReadIsChargedTheItemItRead(t *testing.T) {
 	db := st.DynamoDB()
 	put(t, db, table, item("slowread", 1, map[string]types.AttributeValue{"body": tenKB}))
 	clock.refill()
-	read := make(chan error, 1)
-	go func() {
+	read := sendLate("the projected read", func() error {
 		_, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("slowread", 1),
 			ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("pk")}, noRetry)
-		read <- err
-	}()
+		return err
+	})
 	time.Sleep(slow / 5)
 	put(t, db, table, item("slowread", 1, nil)) // shrinks it, before the read's answer
 	clock.refill()
-	select {
-	case err := <-read:
-		t.Fatalf("the read answered (%v) before the write; the test proves nothing", err)
-	default:
-	}
-	if err := <-read; err != nil {
-		t.Fatalf("the projected read: %v", err)
-	}
+	read.notYet(t, "the write")
+	read.wait(t)
 	// 12 units a second; the read of 10 KB takes 3, each consistent read
 	// of an absent item 1.
 	left := admitted(t, 20, func(i int) error {

@@ -110,11 +110,10 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 
 		in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: aws.String("hold-" + table),
 			TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String(table), Item: item("slow", 1, nil)}}}}
-		first := make(chan error, 1)
-		go func() {
+		first := sendLate("the transaction", func() error {
 			_, err := db.TransactWriteItems(ctx(t), in, noRetry)
-			first <- err
-		}()
+			return err
+		})
 		// Once the transaction is in progress, its item is held either
 		// way; at most the window later, only until the answer.
 		deadline := time.Now().Add(slow / 3)
@@ -147,14 +146,8 @@ func TestTransactionHoldsItsItemsForTheWindow(t *testing.T) {
 		if !errors.As(err, &tip) {
 			t.Errorf("hold until answer %v: the same token before the answer: got %v, want TransactionInProgressException", untilAnswer, err)
 		}
-		select {
-		case err := <-first:
-			t.Fatalf("the transaction answered (%v) before the checks ended; they prove nothing", err)
-		default:
-		}
-		if err := <-first; err != nil {
-			t.Fatalf("the transaction: %v", err)
-		}
+		first.notYet(t, "the checks ended")
+		first.wait(t)
 		s := st.Front.LimitStats()
 		if held := s.LongestHold; untilAnswer != (held >= slow) || held < window {
 			t.Errorf("hold until answer %v: longest hold %s; want at least %s, and %s or more only when held until the answer", untilAnswer, held, window, slow)
@@ -220,5 +213,37 @@ func TestATransactionWhoseClientLeftStillHoldsAndStaysInProgress(t *testing.T) {
 	}
 	if v, ok := out.Item["v"].(*types.AttributeValueMemberN); !ok || v.Value != "7" {
 		t.Errorf("the item after the answer: %v, want v = 7 (the transaction's, once)", out.Item)
+	}
+}
+
+// late is a request whose answer a test expects late.
+type late struct {
+	what string
+	done chan error
+}
+
+// sendLate sends a request in the background; what names it.
+func sendLate(what string, send func() error) *late {
+	l := &late{what: what, done: make(chan error, 1)}
+	go func() { l.done <- send() }()
+	return l
+}
+
+// notYet fails the test if the request has answered before what the test
+// checked meanwhile (before): those checks prove nothing then.
+func (l *late) notYet(t *testing.T, before string) {
+	t.Helper()
+	select {
+	case err := <-l.done:
+		t.Fatalf("%s answered (%v) before %s; the test proves nothing", l.what, err, before)
+	default:
+	}
+}
+
+// wait waits for the answer, which must be a success.
+func (l *late) wait(t *testing.T) {
+	t.Helper()
+	if err := <-l.done; err != nil {
+		t.Fatalf("%s: %v", l.what, err)
 	}
 }
