@@ -46,10 +46,71 @@ type imageEntry struct {
 }
 
 // flight counts the writes of one item in progress; seq numbers their
-// admissions.
+// admissions. undecided are those of them gone upstream with no answer that
+// decides them, kept in flight for undecidedFor; idle, when a write waits
+// for the others to end (awaitPriceable), is closed once none but those is
+// left.
 type flight struct {
-	count int
-	seq   uint64
+	count     int
+	seq       uint64
+	undecided int
+	idle      chan struct{}
+}
+
+// live is the writes in flight whose answers are still to come.
+func (fl *flight) live() int { return fl.count - fl.undecided }
+
+// wake closes idle once no write whose answer is to come is left.
+func (fl *flight) wake() {
+	if fl.live() <= 0 && fl.idle != nil {
+		close(fl.idle)
+		fl.idle = nil
+	}
+}
+
+// recheckFlights is how often a write waiting for an item's writes in
+// flight (awaitPriceable) looks again, should no answer wake it.
+const recheckFlights = time.Second
+
+// awaitPriceable waits, l.mu held on entry and on return, until the items of
+// refs can be priced: a write of an item the front does not follow
+// (possible.go) is priced by a read of it, which a write of it in flight may
+// reach DynamoDB Local after, and so be missed: the write that follows would
+// be charged by the item before it, though it meets the item after (a 10 KB
+// put: 1 unit, not 10). So a write of such an item waits for the answers of
+// the writes of it in flight, as it would queue behind them at the item on
+// AWS; then the item is known (an image), or read with none in flight. A
+// write of a followed item joins its states at once. Writes whose answers
+// did not decide them (undecided) are not waited for: they are gone
+// upstream, and their outcome may never be known. It returns how long it
+// waited.
+func (l *limiter) awaitPriceable(refs []ref) time.Duration {
+	var waited time.Duration
+	for {
+		var idle chan struct{}
+		for _, r := range refs {
+			fl := l.flights[r.id]
+			if fl == nil || fl.live() <= 0 || (l.poss[r.id] != nil && l.untracked == 0) {
+				continue
+			}
+			if fl.idle == nil {
+				fl.idle = make(chan struct{})
+			}
+			idle = fl.idle
+			break
+		}
+		if idle == nil {
+			return waited
+		}
+		l.mu.Unlock()
+		start := time.Now()
+		select {
+		case <-idle:
+		case <-time.After(recheckFlights):
+		}
+		waited += time.Since(start)
+		l.mu.Lock()
+	}
 }
 
 // imageTrack is one written item of an admission: what the item will be if
@@ -75,6 +136,9 @@ type imageTrack struct {
 	// size is the largest the item may be around the write, marked at
 	// its start and its end (sizemarks.go).
 	size int
+	// undecided: the write went upstream with no answer that decided it
+	// (flight.undecided counts it).
+	undecided bool
 }
 
 // following says how the writes of a request meet their items' possible
@@ -327,6 +391,10 @@ func (l *limiter) endWrites(tracks []imageTrack, committed bool, now time.Time) 
 			continue
 		}
 		fl.count--
+		if t.undecided {
+			fl.undecided--
+		}
+		fl.wake()
 		l.markSize(t.id, t.size, now)
 		if t.p != nil {
 			// While the item's states are followed, every write of it in

@@ -343,3 +343,81 @@ func TestNoImageAcrossAnUntrackedWrite(t *testing.T) {
 		t.Error("no image from a lone write after the untracked one ended")
 	}
 }
+
+// A write of an item the front does not follow waits for the answers of the
+// writes of it in flight before it is priced (awaitPriceable), except those
+// gone upstream with no answer that decided them; a write of a followed item
+// joins its states at once.
+func TestAWriteWaitsForTheUnfollowedWritesOfItsItemInFlight(t *testing.T) {
+	now := time.Now()
+	r := ref{table: "t", id: "t\x00a", kind: "Put", item: map[string]types.AttributeValue{"pk": s("a")}}
+	other := ref{table: "t", id: "t\x00b", kind: "Put", item: map[string]types.AttributeValue{"pk": s("b")}}
+	// await runs awaitPriceable for refs in the background; the channel
+	// gets how long it waited.
+	await := func(l *limiter, refs ...ref) chan time.Duration {
+		done := make(chan time.Duration, 1)
+		go func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			done <- l.awaitPriceable(refs)
+		}()
+		return done
+	}
+	waiting := func(t *testing.T, done chan time.Duration) {
+		t.Helper()
+		select {
+		case d := <-done:
+			t.Fatalf("the write did not wait for the one in flight (returned after %v)", d)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	passed := func(t *testing.T, done chan time.Duration, what string) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the write still waits %s", what)
+		}
+	}
+
+	t.Run("until the answer", func(t *testing.T) {
+		l := &limiter{}
+		l.mu.Lock()
+		first := l.startWrites([]ref{r}, now, unfollowed(1)).tracks
+		l.mu.Unlock()
+		passed(t, await(l, other), "though no write of its item is in flight")
+		done := await(l, other, r)
+		waiting(t, done)
+		l.mu.Lock()
+		l.endWrites(first, true, now)
+		l.mu.Unlock()
+		passed(t, done, "after the answer of the write in flight")
+	})
+	t.Run("not for an undecided write", func(t *testing.T) {
+		l := &limiter{}
+		l.mu.Lock()
+		first := l.startWrites([]ref{r}, now, unfollowed(1)).tracks
+		l.mu.Unlock()
+		done := await(l, r)
+		waiting(t, done)
+		a := &admission{l: l, tracks: first}
+		a.release() // gone upstream, no answer
+		passed(t, done, "for a write whose answer did not decide it")
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if fl := l.flights[r.id]; fl == nil || fl.count != 1 {
+			t.Fatalf("the undecided write left the flights (%+v); it stays in flight for undecidedFor", fl)
+		}
+	})
+	t.Run("not for a followed item", func(t *testing.T) {
+		l := &limiter{}
+		l.mu.Lock()
+		l.imgs = map[string]imageEntry{r.id: {item: nil, readAt: now}}
+		if tr := l.startWrites([]ref{r}, now, followAll(1)).tracks; tr[0].p == nil {
+			l.mu.Unlock()
+			t.Fatal("the write of an item with an image is not followed")
+		}
+		l.mu.Unlock()
+		passed(t, await(l, r), "though its item's states are followed")
+	})
+}

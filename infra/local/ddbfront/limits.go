@@ -126,6 +126,12 @@ type LimitStats struct {
 	Holds                int64
 	HeldFor, LongestHold time.Duration
 	AnsweredIn           time.Duration
+	// Waits counts the writes that waited for the answers of other writes
+	// of their item before they could be priced (an item the front does
+	// not follow: imagecache.go, awaitPriceable), and WaitedFor is how long
+	// they waited in all.
+	Waits     int64
+	WaitedFor time.Duration
 }
 
 // LimitStats returns the counts so far.
@@ -612,6 +618,13 @@ func (a *admission) release() {
 		tracks := a.tracks
 		a.tracks = nil
 		l.unfollow(tracks)
+		for i := range tracks {
+			if fl := l.flights[tracks[i].id]; fl != nil {
+				tracks[i].undecided = true
+				fl.undecided++
+				fl.wake()
+			}
+		}
 		if len(a.txIDs) > 0 {
 			l.committedToken(a.token, time.Now())
 		}
@@ -906,6 +919,10 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 		tabs[i] = t
 	}
 	l.mu.Lock()
+	if waited := l.awaitPriceable(refs); waited > 0 {
+		l.stats.Waits++
+		l.stats.WaitedFor += waited
+	}
 	started := l.startWrites(refs, time.Now(), followingFor(adm, tabs, transactional))
 	adm.tracks = started.tracks
 	l.mu.Unlock()

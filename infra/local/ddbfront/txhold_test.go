@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,22 @@ func slowTransactions(t *testing.T, slow time.Duration) string {
 // done, whose answer is late).
 func delayingProxy(t *testing.T, op, marker string, slow time.Duration, afterAnswer bool) string {
 	t.Helper()
+	return delayingProxyOf(t, delay{op: op, marker: marker, slow: slow, afterAnswer: afterAnswer})
+}
+
+// delay is one rule of delayingProxyOf: the requests of operation op whose
+// body names the value marker wait slow, before DynamoDB Local has them or,
+// with afterAnswer, after it answered them.
+type delay struct {
+	op, marker  string
+	slow        time.Duration
+	afterAnswer bool
+}
+
+// delayingProxyOf is delayingProxy with several rules; a request meets the
+// first that matches it.
+func delayingProxyOf(t *testing.T, rules ...delay) string {
+	t.Helper()
 	up, err := url.Parse(stacktest.Stack(t).Upstream())
 	if err != nil {
 		t.Fatal(err)
@@ -50,18 +67,21 @@ func delayingProxy(t *testing.T, op, marker string, slow time.Duration, afterAns
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), "."+op) || !bytes.Contains(body, []byte(`"`+marker+`"`)) {
+		i := slices.IndexFunc(rules, func(d delay) bool {
+			return strings.HasSuffix(r.Header.Get("X-Amz-Target"), "."+d.op) && bytes.Contains(body, []byte(`"`+d.marker+`"`))
+		})
+		if i < 0 {
 			proxy.ServeHTTP(w, r)
 			return
 		}
-		if !afterAnswer {
-			time.Sleep(slow)
+		if !rules[i].afterAnswer {
+			time.Sleep(rules[i].slow)
 			proxy.ServeHTTP(w, r)
 			return
 		}
 		rec := httptest.NewRecorder()
 		proxy.ServeHTTP(rec, r)
-		time.Sleep(slow)
+		time.Sleep(rules[i].slow)
 		for k, vs := range rec.Header() {
 			w.Header()[k] = vs
 		}

@@ -231,7 +231,11 @@ const benchWCU = 10
 // the two cores); then the same sale with the limits off, the machine's own
 // ceiling for it. At 1,000 WCU the bucket counts alternate (1, 8, 8, 1), as
 // the machine drifts over a run (docs/decisions.md, "How long a transaction
-// holds its items"), and a line gives the ratio of their mean rates.
+// holds its items"), and a line gives the ratio of their mean rates. It
+// reports too the writes that waited for others of their item before the
+// front could price them, and the requests DynamoDB Local served per order
+// (passed on by the front, and the front's own). An unmeasured sale comes
+// first, for DynamoDB Local's JVM.
 func BenchmarkFlashSale(b *testing.B) {
 	type setting struct {
 		name    string
@@ -243,15 +247,19 @@ func BenchmarkFlashSale(b *testing.B) {
 		{"wcu=1000", ddbfront.Limits{PartitionWCU: ddbfront.DefaultPartitionWCU}, alternated},
 		{"wcu=1000,tx=40ms", ddbfront.Limits{PartitionWCU: ddbfront.DefaultPartitionWCU, TxWindow: 40 * time.Millisecond}, alternated},
 		{"limits=off", ddbfront.Limits{Off: true}, once}}
+	// An unmeasured sale first: the first sale a JVM serves runs at about
+	// two thirds of the next ones (DynamoDB Local's JIT warming up), as
+	// the order load's warm-up found (BenchmarkOrderLoad).
+	runSale(b, startSaleWith(b, ddbfront.Limits{Off: true}), 8, 100_000, 24, 10)
 	for _, set := range settings {
 		rates := map[int][]float64{} // bucket count → orders/s of each sale
 		for _, buckets := range set.buckets {
 			b.Run(fmt.Sprintf("%s/buckets=%d", set.name, buckets), func(b *testing.B) {
 				for range b.N {
 					sys := startSaleWith(b, set.limits)
-					before := sys.Front.LimitStats()
+					before, callsBefore := sys.Front.LimitStats(), sys.Front.UpstreamCalls()
 					s := runSale(b, sys, buckets, 100_000, 24, 10)
-					after := sys.Front.LimitStats()
+					after, callsAfter := sys.Front.LimitStats(), sys.Front.UpstreamCalls()
 					slices.Sort(s.latency)
 					rate := float64(s.units) / s.elapsed.Seconds()
 					rates[buckets] = append(rates[buckets], rate)
@@ -261,6 +269,10 @@ func BenchmarkFlashSale(b *testing.B) {
 					b.ReportMetric(float64(s.statuses[503]), "503s")
 					b.ReportMetric(float64(after.Conflicts-before.Conflicts), "conflicts")
 					b.ReportMetric(float64(after.Throttles-before.Throttles), "throttles")
+					b.ReportMetric(float64(after.Waits-before.Waits), "price-waits")
+					units := float64(max(s.units, 1))
+					b.ReportMetric(float64(sumCalls(diffCalls(callsAfter.Passed, callsBefore.Passed)))/units, "local-passed/order")
+					b.ReportMetric(float64(sumCalls(diffCalls(callsAfter.Own, callsBefore.Own)))/units, "local-own/order")
 				}
 			})
 		}

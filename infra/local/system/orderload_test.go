@@ -134,6 +134,11 @@ type orderLoad struct {
 	// longestHold the longest (0 with the limits off); meanAnswer how long
 	// it waited for its answer on average.
 	meanHold, longestHold, meanAnswer time.Duration
+	// waits are the writes that waited for other writes of their item
+	// to be answered before the front could price them, and waitedFor
+	// their wait in all (LimitStats.Waits).
+	waits     int64
+	waitedFor time.Duration
 	// goCPU and localCPU are the CPU time this process (the front, the
 	// processors, the clients) and DynamoDB Local's JVM used during the
 	// load (localCPU 0 when the stack reuses another's JVM).
@@ -275,6 +280,7 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 		out.meanAnswer = (after.AnsweredIn - before.AnsweredIn) / time.Duration(n)
 	}
 	out.longestHold = after.LongestHold
+	out.waits, out.waitedFor = after.Waits-before.Waits, after.WaitedFor-before.WaitedFor
 	out.gaveUp = gaveUpN.Load()
 	slices.Sort(out.latency)
 	slices.Sort(out.calls)
@@ -295,7 +301,9 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 // the same mode spreads by up to a third within one run. It reports orders/s, p50/p99 latency, DynamoDB calls
 // per order (p50, p99, max), the requests DynamoDB Local served per order
 // (passed on by the front, and the front's own), how long transactions
-// held their items and waited for their answers, an order's mean latency
+// held their items and waited for their answers, the writes that waited for
+// other writes of their item before the front could price them (per order,
+// and their wait), an order's mean latency
 // split by where it went (reads, the applied transaction, the transactions
 // cancelled by conflicts, and the rest: backoff and the store's own work),
 // the CPU time per order of this process and of DynamoDB Local's JVM, the
@@ -372,6 +380,8 @@ func BenchmarkOrderLoad(b *testing.B) {
 				b.ReportMetric(float64(l.meanHold.Microseconds())/1000, "tx-hold-mean-ms")
 				b.ReportMetric(float64(l.longestHold.Microseconds())/1000, "tx-hold-max-ms")
 				b.ReportMetric(float64(l.meanAnswer.Microseconds())/1000, "tx-answer-mean-ms")
+				b.ReportMetric(float64(l.waits)/float64(l.placed), "price-waits/order")
+				b.ReportMetric(float64(l.waitedFor.Microseconds())/1000/float64(l.placed), "price-wait-ms/order")
 				b.ReportMetric(float64(sumCalls(l.passed))/float64(l.placed), "local-passed/order")
 				b.ReportMetric(float64(sumCalls(l.own))/float64(l.placed), "local-own/order")
 				var total time.Duration
