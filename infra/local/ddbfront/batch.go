@@ -3,6 +3,7 @@ package ddbfront
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
@@ -395,12 +396,20 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 	}
 	adm := &admission{l: l, op: "BatchExecuteStatement"}
 	errs := make([]map[string]any, len(req.Statements))
-	var kept []json.RawMessage
+	// The writes are priced together, in one writeCharges: a write that
+	// waits for the writes of its item in flight (awaitPriceable) must
+	// not hold flights of its own meanwhile, which statement by statement
+	// the batch's earlier ones would.
+	type write struct {
+		at    int // the statement's position
+		table string
+	}
+	var writes []write
+	var refs []ref
 	for i, s := range req.Statements {
 		st, err := l.statementOf(s.Statement, s.Parameters)
 		if err != nil {
 			adm.untracked = true // a write, maybe, the limits cannot name
-			kept = append(kept, raw.Statements[i])
 			continue
 		}
 		if st.kind == "SELECT" {
@@ -413,34 +422,30 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 				}
 				adm.batchReads = append(adm.batchReads, batchRead{ref: r, c: consistencyOf(s.ConsistentRead)})
 			}
-			kept = append(kept, raw.Statements[i])
 			continue
 		}
 		r, err := l.refOfStatement(ctx, st)
 		if err != nil {
 			adm.untracked = true
+			continue
+		}
+		writes = append(writes, write{at: i, table: st.table})
+		refs = append(refs, r)
+	}
+	if len(refs) > 0 && !l.admitStatementWrites(ctx, adm, refs, func(j int, refused *refusal) {
+		if refused == conflictRefusal {
+			errs[writes[j].at] = statementError(writes[j].table, "TransactionConflict", "Transaction is ongoing for the item")
+			return
+		}
+		errs[writes[j].at] = statementError(writes[j].table, statementThrottle(refused), throttledMessage)
+	}) {
+		adm.untracked = true
+	}
+	var kept []json.RawMessage
+	for i := range req.Statements {
+		if errs[i] == nil {
 			kept = append(kept, raw.Statements[i])
-			continue
 		}
-		one, refused := l.admitWriteRef(ctx, "BatchExecuteStatement", r)
-		switch {
-		case refused == conflictRefusal:
-			errs[i] = statementError(st.table, "TransactionConflict", "Transaction is ongoing for the item")
-			continue
-		case refused != nil:
-			errs[i] = statementError(st.table, statementThrottle(refused), throttledMessage)
-			continue
-		case one != nil:
-			adm.untracked = adm.untracked || one.untracked
-			adm.writeID = append(adm.writeID, one.writeID...)
-			adm.settle = append(adm.settle, one.settle...)
-			for _, t := range one.tracks {
-				// The batch's 200 does not say this statement applied.
-				t.known = false
-				adm.tracks = append(adm.tracks, t)
-			}
-		}
-		kept = append(kept, raw.Statements[i])
 	}
 	refused := 0
 	for _, e := range errs {
@@ -464,6 +469,87 @@ func (l *limiter) admitBatchStatements(ctx context.Context, body []byte) (*admis
 	}
 	adm.rewrite = &rewrite{forward: forward, statementErrors: errs}
 	return adm, nil
+}
+
+// admitStatementWrites admits a BatchExecuteStatement's writes, refs, into
+// adm, statement by statement as to their refusals (refuse(j, why) for
+// refs[j]: a conflict where a transaction holds the item, a throttle where
+// its partition cannot pay) but priced together. false: they could not be
+// priced, and go on unpriced (untracked).
+func (l *limiter) admitStatementWrites(ctx context.Context, adm *admission, refs []ref, refuse func(j int, why *refusal)) bool {
+	at := make([]int, len(refs)) // refs' positions as given
+	for j := range at {
+		at[j] = j
+	}
+	var charges []charge
+	var settle []settlement
+	for {
+		// A statement whose item a transaction holds fails alone with
+		// TransactionConflict; so does one that cannot join its item's
+		// possible states beside a transaction freed at its window
+		// (startWrites' refusal), found as the others are priced.
+		l.mu.Lock()
+		n := 0
+		for j, r := range refs {
+			if l.txItems[r.id] > 0 {
+				l.stats.Conflicts++
+				refuse(at[j], conflictRefusal)
+				continue
+			}
+			refs[n], at[n] = r, at[j]
+			n++
+		}
+		l.mu.Unlock()
+		refs, at = refs[:n], at[:n]
+		if len(refs) == 0 {
+			return true
+		}
+		var err error
+		charges, settle, err = l.writeCharges(ctx, adm, refs, false)
+		if full := (*chainFull)(nil); errors.As(err, &full) {
+			l.mu.Lock()
+			l.stats.Conflicts++
+			l.mu.Unlock()
+			refuse(at[full.pos], conflictRefusal)
+			refs = append(refs[:full.pos], refs[full.pos+1:]...)
+			at = append(at[:full.pos], at[full.pos+1:]...)
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		break
+	}
+	// The batch's 200 does not say which statements applied: none leaves
+	// an image, and a refused INSERT is not charged as a PutItem's is.
+	for i := range adm.tracks {
+		adm.tracks[i].known = false
+	}
+	adm.ifRefused = nil
+	byPos := make([][]charge, len(refs))
+	for _, c := range charges {
+		byPos[c.pos] = append(byPos[c.pos], c)
+	}
+	throttledIDs := map[string]bool{}
+	for j, r := range refs {
+		if _, b, ok := l.take(byPos[j]); !ok {
+			refuse(at[j], throttled(b))
+			throttledIDs[r.id] = true
+			continue
+		}
+		adm.writeID = append(adm.writeID, r.id)
+	}
+	for _, s := range settle {
+		if !throttledIDs[s.ref.id] {
+			adm.settle = append(adm.settle, s)
+		}
+	}
+	l.mu.Lock()
+	for _, id := range adm.writeID {
+		l.writes[id]++
+	}
+	l.mu.Unlock()
+	return true
 }
 
 // refusedAll reports a BatchExecuteStatement none of whose statements was

@@ -534,20 +534,26 @@ func (l *limiter) endUntracked() {
 }
 
 // sweeping registers the TTL sweeper's deletes of keys in table as writes
-// in flight, whose outcome is not followed: done ends them.
-func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]types.AttributeValue) (done func()) {
+// in flight, whose outcome is not followed: answered(i) ends the delete of
+// keys[i] once DynamoDB Local answered it (a write of that item waiting to
+// be priced, awaitPriceable, goes on then, not after the whole page), and
+// done ends those not ended yet.
+func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]types.AttributeValue) (answered func(i int), done func()) {
 	if l == nil {
-		return func() {}
+		return func(int) {}, func() {}
 	}
 	t, err := l.schemas.get(ctx, table)
 	if err != nil {
 		// Unknown table: drop what may be kept of it, before and after.
 		l.forgetImages(table)
-		return func() { l.forgetImages(table) }
+		return func(int) {}, func() { l.forgetImages(table) }
 	}
 	refs := make([]ref, 0, len(keys))
-	for _, k := range keys {
+	track := make([]int, len(keys)) // keys[i]'s track, -1 for none
+	for i, k := range keys {
+		track[i] = -1
 		if key, id, err := itemKey(t, table, k, "key"); err == nil {
+			track[i] = len(refs)
 			refs = append(refs, ref{table: table, id: id, kind: "Delete", key: key})
 		}
 	}
@@ -558,13 +564,28 @@ func (l *limiter) sweeping(ctx context.Context, table string, keys []map[string]
 	l.mu.Lock()
 	started := l.startWrites(refs, time.Now(), following{tables: tabs})
 	tracks := started.tracks
+	ended := make([]bool, len(tracks))
 	l.mu.Unlock()
 	for _, d := range started.debts {
 		l.charge(d.bucket, d.units)
 	}
-	return func() {
+	end := func(j int) { // l.mu held
+		if j >= 0 && j < len(tracks) && !ended[j] {
+			ended[j] = true
+			l.endWrites(tracks[j:j+1], false, time.Now())
+		}
+	}
+	answered = func(i int) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.endWrites(tracks, false, time.Now())
+		end(track[i])
 	}
+	done = func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for j := range tracks {
+			end(j)
+		}
+	}
+	return answered, done
 }

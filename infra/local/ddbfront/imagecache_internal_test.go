@@ -421,3 +421,88 @@ func TestAWriteWaitsForTheUnfollowedWritesOfItsItemInFlight(t *testing.T) {
 		passed(t, await(l, r), "though its item's states are followed")
 	})
 }
+
+// A transaction that waited to be priced past its window (its timer fired
+// with no write of it followed yet) frees the items it is followed in as
+// soon as it is priced, not at its answer; the item it waited for, not
+// followed, stays held.
+func TestATransactionThatWaitedPastItsWindowFreesItsFollowedItems(t *testing.T) {
+	const window = 50 * time.Millisecond
+	mk := func(pk string) ref {
+		k := map[string]types.AttributeValue{"pk": s(pk)}
+		return ref{table: "t", id: "t\x00" + pk, kind: "Put", absentIfApplied: true, key: k, item: k}
+	}
+	cold, known := mk("cold"), mk("known")
+	l := newLimiter(Limits{TxWindow: window}, nil)
+	l.schemas.byName["t"] = tables.Table{Name: "t", PartitionKey: tables.Key{Name: "pk"}}
+	now := time.Now()
+	l.mu.Lock()
+	l.imgs = map[string]imageEntry{known.id: {item: nil, readAt: now}}
+	first := l.startWrites([]ref{cold}, now, unfollowed(1)).tracks
+	l.mu.Unlock()
+	done := make(chan *admission, 1)
+	go func() {
+		adm, refused := l.admitTransactRefs(context.Background(), "TransactWriteItems", []ref{cold, known}, "")
+		if refused != nil {
+			t.Errorf("refused: %s", refused.body)
+		}
+		done <- adm
+	}()
+	time.Sleep(3 * window) // past the window, still waiting
+	l.mu.Lock()
+	l.endWrites(first, true, time.Now())
+	l.mu.Unlock()
+	adm := <-done
+	if adm == nil {
+		t.Fatal("not admitted")
+	}
+	defer adm.releaseNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stats.Waits != 1 {
+		t.Fatalf("%d waits, want 1: the transaction did not wait for the write of its item", l.stats.Waits)
+	}
+	if !adm.followedLocked(1) {
+		t.Fatal("the write of the item with an image is not followed")
+	}
+	if l.txItems[known.id] != 0 {
+		t.Errorf("the followed item is still held %v past the window", 2*window)
+	}
+	if l.txItems[cold.id] != 1 {
+		t.Errorf("the item not followed: held %d times, want 1 (until the answer)", l.txItems[cold.id])
+	}
+}
+
+// The TTL sweeper's delete of an item stays in flight until DynamoDB Local
+// answers it, not until the whole page is done.
+func TestASweptItemsWriteEndsAtItsAnswer(t *testing.T) {
+	l := newLimiter(Limits{}, nil)
+	l.schemas.byName["t"] = tables.Table{Name: "t", PartitionKey: tables.Key{Name: "pk"}}
+	keys := []map[string]types.AttributeValue{{"pk": s("a")}, {"pk": s("b")}}
+	answered, done := l.sweeping(context.Background(), "t", keys)
+	inFlight := func(pk string) int {
+		_, id, err := itemKey(l.schemas.byName["t"], "t", map[string]types.AttributeValue{"pk": s(pk)}, "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if fl := l.flights[id]; fl != nil {
+			return fl.count
+		}
+		return 0
+	}
+	if inFlight("a") != 1 || inFlight("b") != 1 {
+		t.Fatalf("in flight: a %d, b %d; want 1 each", inFlight("a"), inFlight("b"))
+	}
+	answered(0)
+	answered(0) // once only
+	if inFlight("a") != 0 || inFlight("b") != 1 {
+		t.Fatalf("after a's answer: a %d, b %d in flight; want 0, 1", inFlight("a"), inFlight("b"))
+	}
+	done()
+	done()
+	if inFlight("b") != 0 {
+		t.Fatalf("after the page: b %d in flight, want 0", inFlight("b"))
+	}
+}

@@ -1,6 +1,7 @@
 package ddbfront_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -74,5 +75,65 @@ func TestAWriteBesideAnUnfollowedWriteInFlightIsPricedByWhatItMeets(t *testing.T
 				t.Fatalf("the item: %v attributes, want the put's body and the second write's m (applied after the put)", len(out.Item))
 			}
 		})
+	}
+}
+
+// statementUpdate is a PartiQL UPDATE of the item (pk, 1) of table.
+func statementUpdate(table, pk string) types.BatchStatementRequest {
+	return types.BatchStatementRequest{Statement: aws.String(`UPDATE "` + table + `" SET v = 2 WHERE pk = '` + pk + `' AND sk = 1`)}
+}
+
+// A BatchExecuteStatement's writes are priced together: none of them waits
+// for a write of its item while the batch holds writes of its own in
+// flight. Statement by statement, a batch naming one item twice waited for
+// itself, and two batches naming two items in opposite orders each held
+// one and waited for the other, for good.
+func TestBatchStatementsNeverWaitForThemselves(t *testing.T) {
+	// The front's pricing reads of both items come late, so that the
+	// second batch arrives while the first is being priced.
+	proxy := delayingProxyOf(t,
+		delay{op: "BatchGetItem", marker: "abx", slow: 400 * time.Millisecond},
+		delay{op: "BatchGetItem", marker: "aby", slow: 400 * time.Millisecond})
+	st, table := frontOn(t, proxy, ddbfront.Limits{}, "batchwait")
+	db := st.DynamoDB()
+	within := func(d time.Duration) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), d)
+	}
+
+	c, cancel := within(5 * time.Second)
+	defer cancel()
+	_, err := db.BatchExecuteStatement(c, &dynamodb.BatchExecuteStatementInput{Statements: []types.BatchStatementRequest{
+		statementUpdate(table, "twice"), statementUpdate(table, "twice"),
+	}}, noRetry)
+	if c.Err() != nil {
+		t.Fatalf("a batch naming one item twice: no answer in 5 s (%v)", err)
+	}
+	if err == nil {
+		t.Error("a batch naming one item twice was accepted; DynamoDB refuses it")
+	}
+	c, cancel = within(5 * time.Second)
+	defer cancel()
+	if _, err := db.UpdateItem(c, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key("twice", 1),
+		UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(3)}}, noRetry); err != nil {
+		t.Fatalf("a write of the item after that batch: %v", err)
+	}
+
+	send := func(a, b string) *late {
+		return sendLate("the batch of "+a+", "+b, func() error {
+			c, cancel := within(10 * time.Second)
+			defer cancel()
+			_, err := db.BatchExecuteStatement(c, &dynamodb.BatchExecuteStatementInput{Statements: []types.BatchStatementRequest{
+				statementUpdate(table, a), statementUpdate(table, b),
+			}}, noRetry)
+			return err
+		})
+	}
+	one := send("abx", "aby")
+	time.Sleep(100 * time.Millisecond)
+	two := send("aby", "abx")
+	one.wait(t)
+	two.wait(t)
+	if w := st.Front.LimitStats().Waits; w == 0 {
+		t.Error("the second batch did not wait for the first's writes of its items; the test proves nothing")
 	}
 }

@@ -925,6 +925,12 @@ func (l *limiter) writeCharges(ctx context.Context, adm *admission, refs []ref, 
 	}
 	started := l.startWrites(refs, time.Now(), followingFor(adm, tabs, transactional))
 	adm.tracks = started.tracks
+	if adm.holdTimer != nil && started.refused < 0 && time.Since(adm.start) >= l.cfg.TxWindow {
+		// The window passed while the transaction waited to be priced:
+		// its timer found no write followed yet, so the items now
+		// followed are freed here.
+		adm.unholdFollowedLocked(time.Now())
+	}
 	l.mu.Unlock()
 	if started.refused >= 0 {
 		return nil, nil, &chainFull{pos: started.refused}

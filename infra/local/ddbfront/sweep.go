@@ -171,7 +171,7 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 	}
 	// The deletes bypass the limits: the writes of these items they overlap
 	// must not leave an image behind (imagecache.go).
-	done := f.limits.sweeping(ctx, table, keys)
+	answered, done := f.limits.sweeping(ctx, table, keys)
 	defer done()
 	deleted := make([]bool, len(keys))
 	errs := make([]error, len(keys))
@@ -190,6 +190,9 @@ func (f *Front) deleteExpired(ctx context.Context, table, streamArn string, keyN
 				ExpressionAttributeNames:  cond.Names(),
 				ExpressionAttributeValues: cond.Values(),
 			})
+			if err == nil || errors.As(err, new(*types.ConditionalCheckFailedException)) {
+				answered(i) // decided: applied, or not
+			}
 			var ccf *types.ConditionalCheckFailedException
 			switch {
 			case err == nil:
