@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -516,6 +517,14 @@ func (l *limiter) admitStatementWrites(ctx context.Context, adm *admission, refs
 			continue
 		}
 		if err != nil {
+			// Unpriced, but writes in progress all the same, as a single
+			// write gone on unpriced is (admitWriteRef).
+			l.mu.Lock()
+			for _, r := range refs {
+				adm.writeID = append(adm.writeID, r.id)
+				l.writes[r.id]++
+			}
+			l.mu.Unlock()
 			return false
 		}
 		break
@@ -530,21 +539,29 @@ func (l *limiter) admitStatementWrites(ctx context.Context, adm *admission, refs
 	for _, c := range charges {
 		byPos[c.pos] = append(byPos[c.pos], c)
 	}
-	throttledIDs := map[string]bool{}
+	throttledAt := map[int]bool{} // by position in refs
+	var kept, dropped []imageTrack
 	for j, r := range refs {
 		if _, b, ok := l.take(byPos[j]); !ok {
 			refuse(at[j], throttled(b))
-			throttledIDs[r.id] = true
+			throttledAt[j] = true
+			dropped = append(dropped, adm.tracks[j])
 			continue
 		}
+		kept = append(kept, adm.tracks[j])
 		adm.writeID = append(adm.writeID, r.id)
 	}
 	for _, s := range settle {
-		if !throttledIDs[s.ref.id] {
+		if len(s.charged) == 0 || !throttledAt[s.charged[0].pos] {
 			adm.settle = append(adm.settle, s)
 		}
 	}
 	l.mu.Lock()
+	// A throttled statement is never sent: its write ends now, as a
+	// throttled single write's does, neither left in flight to the
+	// batch's answer nor taken for one that answer applied.
+	l.endWrites(dropped, false, time.Now())
+	adm.tracks = kept
 	for _, id := range adm.writeID {
 		l.writes[id]++
 	}
