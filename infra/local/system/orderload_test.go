@@ -301,7 +301,10 @@ func runOrderLoad(tb testing.TB, limits ddbfront.Limits, buckets, clients int, d
 // the same mode spreads by up to a third within one run. It reports orders/s, p50/p99 latency, DynamoDB calls
 // per order (p50, p99, max), the requests DynamoDB Local served per order
 // (passed on by the front, and the front's own), how long transactions
-// held their items and waited for their answers, the writes that waited for
+// held their items (until the last was freed: the order's own new item,
+// which no other request meets, stays held until the answer, since the front
+// has no image of it, so the mean is near the answer's, not AWS's window)
+// and waited for their answers, the writes that waited for
 // other writes of their item before the front could price them (per order,
 // and their wait), an order's mean latency
 // split by where it went (reads, the applied transaction, the transactions
