@@ -53,6 +53,7 @@ func Supported() []Release {
 		{Version: "0.18.0", Commit: "5b06ee12799daadfe3e3e40fefcc8eb8b42e73b8", Date: "2026-11-27"},
 		{Version: "0.19.0", Commit: "6b83dced728cad82b996c3854cae90652db7b88e", Date: "2026-11-27"},
 		{Version: "0.20.0", Commit: "818f53d416e8ab6c2b517f34ac969666fb382a6f", Date: "2026-11-27"},
+		{Version: "0.21.0", Commit: "4d5e13e798ce37a57f2b2d0514055aaf7e23f7e1", Date: "2026-11-27"},
 	}
 }
 
