@@ -53,8 +53,21 @@ func TestOrderTooLargeForOneTransaction(t *testing.T) {
 	for i := range items {
 		items[i].Quantity = 500
 	}
-	if _, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil); err != nil {
+	o, err := s.st.PlaceOrder(ctx, "u1", orders.Request{Items: items}, nil)
+	if err != nil {
 		t.Fatalf("an order of 500 each: %v", err)
+	}
+	// Its cancel puts 500 back into one bucket of each and would stamp all
+	// 4×32 buckets: past the 100 actions, so some products have only the
+	// bucket that takes the units stamped, and their pages read as of one
+	// instant (TestRestocksStampEveryBucketWithinTheBudget).
+	if _, err := s.st.CancelOrder(ctx, "u1", o.OrderID); err != nil {
+		t.Fatalf("cancel the order of 500 each: %v", err)
+	}
+	for _, id := range ids {
+		if got := s.stock(id); got != 1000 {
+			t.Errorf("product %s: stock %d after the cancel, want 1000", id, got)
+		}
 	}
 }
 
@@ -141,6 +154,83 @@ func TestStockIsReadAsOfOneInstant(t *testing.T) {
 				t.Fatalf("stock: got %d, want 5 (the product never held more)", got.Stock)
 			}
 		})
+	}
+}
+
+// TestStockIsReadAsOfOneInstantBesideARestock: units move between buckets
+// by a sale followed by a restock as well as by a respread. Buckets [5,0]:
+// a PATCH of stockDelta -5, or an order of 5, takes bucket 0's five; a
+// PATCH of stockDelta +5 spreads five back as [3,2], or the order's cancel
+// puts them back, here in bucket 1. A read of bucket 0 from before the two
+// and bucket 1 from after them showed 7 or 10 for a product that never
+// held more than 5: every write that adds units stamps all the product's
+// buckets, so the page finds them written on either side of it and reads
+// them again as of one instant.
+func TestStockIsReadAsOfOneInstantBesideARestock(t *testing.T) {
+	for _, how := range []string{"stockDelta", "cancel"} {
+		for _, consistent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/consistent=%v", how, consistent), func(t *testing.T) {
+				s := newShapes(t)
+				ctx := context.Background()
+				p, err := s.st.CreateProduct(ctx, products.New{Name: "Vase", Category: "home", PriceCents: ptr[int64](100), Stock: ptr[int64](5), StockBuckets: ptr(2)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := p.ProductID + "#0"
+				stockTable := tables.Physical(s.prefix, tables.ProductStock)
+				var old map[string]map[string]types.AttributeValue
+				switch how {
+				case "stockDelta":
+					s.setBucket(p.ProductID, 0, 5)
+					s.setBucket(p.ProductID, 1, 0)
+					old = map[string]map[string]types.AttributeValue{key: s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})}
+					for _, d := range []int64{-5, 5} {
+						if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{StockDelta: &d}, nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+				case "cancel":
+					// The cancel draws the bucket its units go back to: until
+					// it draws bucket 1, sell them again from bucket 0.
+					for try := 0; ; try++ {
+						if try == 40 {
+							t.Fatal("40 cancels put their units back in bucket 0")
+						}
+						s.setBucket(p.ProductID, 0, 5)
+						s.setBucket(p.ProductID, 1, 0)
+						old = map[string]map[string]types.AttributeValue{key: s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})}
+						o, err := s.order(p.ProductID, 5)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if _, err := s.st.CancelOrder(ctx, "u1", o.OrderID); err != nil {
+							t.Fatal(err)
+						}
+						b1 := s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: p.ProductID + "#1"}})
+						if b1["units"].(*types.AttributeValueMemberN).Value == "5" {
+							break
+						}
+					}
+				}
+				settle() // what any read sees now, but bucket 0's old five
+				st := store.New(interleaved{DB: s.db, table: stockTable, old: old, consistent: consistent}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+				got, err := st.GetProduct(ctx, p.ProductID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Stock != 5 {
+					t.Fatalf("page: stock %d, want 5 (the product never held more)", got.Stock)
+				}
+				category := p.Category
+				page, err := st.ListProductsByCategory(ctx, category, 10, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Items) != 1 || page.Items[0].Stock != 5 {
+					t.Fatalf("list: %+v, want the product with stock 5", page.Items)
+				}
+			})
+		}
 	}
 }
 

@@ -658,19 +658,11 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 			return orders.Order{}, fmt.Errorf("cancel order %s: %w", orderID, err)
 		}
 		for _, l := range o.Lines {
-			p, ok := ps[l.ProductID]
-			if !ok {
+			if _, ok := ps[l.ProductID]; !ok {
 				gone[l.ProductID] = true
 			}
-			if gone[l.ProductID] {
-				continue
-			}
-			at := onCatalog
-			if p.CatalogStock == nil {
-				at = s.randomBucket(bucketsOf(p))
-			}
-			actions = append(actions, s.restock(l.ProductID, at, int64(l.Quantity)))
 		}
+		actions = append(actions, s.restocks(o.Lines, ps, gone, maxTransactItems-len(actions))...)
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		for _, l := range o.Lines {
 			s.catalogs.sold(l.ProductID)
@@ -700,6 +692,58 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 		}
 	}
 	return orders.Order{}, contention("cancel order")
+}
+
+// restocks are the actions of a cancel that put the lines' quantities back
+// in stock, in at most budget actions, leaving out the products in gone: a
+// product's units go back to one bucket drawn at random, and every bucket
+// of a product of several is stamped (bucket.At), so that a page reading
+// a bucket from before the cancel and another from after reads them again
+// as of one instant. Where stamping every bucket would take the
+// transaction past the budget (an order of many products of many
+// buckets), only the bucket that takes the units is stamped: the stamps
+// then differ until the product's next restock or respread, and its pages
+// read as of one instant till then (slower, never a unit twice). Lines of
+// one product (an order from before lines were merged) go back as one.
+func (s *Store) restocks(lines []orders.Line, ps map[string]products.Product, gone map[string]bool, budget int) []types.TransactWriteItem {
+	var ids []string
+	units := map[string]int64{}
+	for _, l := range lines {
+		if gone[l.ProductID] {
+			continue
+		}
+		if _, ok := units[l.ProductID]; !ok {
+			ids = append(ids, l.ProductID)
+		}
+		units[l.ProductID] += int64(l.Quantity)
+	}
+	spare := budget - len(ids) // the actions left beside one a product
+	stamp := s.cancelStamp()
+	var actions []types.TransactWriteItem
+	for _, id := range ids {
+		p := ps[id]
+		if p.CatalogStock != nil {
+			actions = append(actions, s.restock(id, onCatalog, units[id], nil))
+			continue
+		}
+		n := bucketsOf(p)
+		if n == 1 {
+			actions = append(actions, s.restock(id, 0, units[id], nil))
+			continue
+		}
+		into := s.randomBucket(n)
+		actions = append(actions, s.restock(id, into, units[id], &stamp))
+		if spare < n-1 {
+			continue
+		}
+		spare -= n - 1
+		for i := range n {
+			if i != into {
+				actions = append(actions, s.stampBucket(id, i, stamp))
+			}
+		}
+	}
+	return actions
 }
 
 // MoveOrder moves an order of userID to status to, forward along PLACED →

@@ -226,15 +226,13 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// nearly all the time (an 8-bucket flash sale through the local stack:
 	// pages took 1.8-3.8 s, BenchmarkFlashSalePage). Each item of a
 	// BatchGetItem is read on its own, so the total may join buckets read
-	// a few milliseconds apart; it counts a unit twice only when a write
-	// moved units between buckets in between, and the write that does is
-	// a respread, which stamps every bucket (straddled): such a read is
-	// read again as of one instant. (A cancelled order's units go back to
-	// a bucket drawn at random: a unit sold and given back inside the
-	// milliseconds of one read, or of its retry of keys DynamoDB left
-	// unprocessed, can show once more, or a unit given back and sold
-	// again once less, on that page, which this instance may repeat for
-	// the repeat window and a cache keep for its max-age.)
+	// a few milliseconds apart. It counts a unit twice only when a write
+	// added units to a bucket in between (a respread; a sale from bucket 0
+	// and a restock or a cancel into bucket 1), and every such write stamps
+	// all the product's buckets (bucket.At, straddled): such a read is read
+	// again as of one instant. Between two stamps only sales write, and
+	// they only take units, so a read with one stamp shows a total between
+	// two the product held.
 	read, err := s.readBuckets(ctx, map[string]int{id: n}, true)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)
@@ -453,8 +451,14 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 		return next, actions, nil
 	}
 	changes := make([]int64, n)
+	// A restock stamps every bucket (bucket.At): a page that reads some of
+	// them before it and some after reads them again as of one instant.
+	var at *int64
 	if d := p.StockDelta; d != nil && *d > 0 {
 		copy(changes, stock.Spread(*d, n))
+		if n > 1 {
+			at = aws.Int64(cur.Version + 1)
+		}
 	} else if d != nil && *d < 0 {
 		for _, t := range stock.Plan(units, -*d, s.randomBucket(n)) {
 			changes[t.Bucket] = -t.Units
@@ -467,12 +471,12 @@ func (s *Store) patchActions(cur products.Product, bs []bucket, p products.Patch
 			was = &bs[i]
 		}
 		switch {
-		case c != 0 || copies:
+		case c != 0 || copies || at != nil:
 			var need int64
 			if c < 0 {
 				need = -c
 			}
-			actions = append(actions, s.bucketUpdate(next, i, c, need, was))
+			actions = append(actions, s.bucketUpdate(next, i, c, need, at, was))
 		case pinned:
 			actions = append(actions, s.checkBucket(cur.ProductID, i, bs[i]))
 		}
@@ -493,12 +497,16 @@ func missing(bs []bucket) bool {
 
 // bucketUpdate changes bucket i of p by delta units, on the condition that
 // it exists and holds need units (and is at the version it was read at,
-// when was is given), and copies p's price and name to it.
-func (s *Store) bucketUpdate(p products.Product, i int, delta, need int64, was *bucket) types.TransactWriteItem {
+// when was is given), copies p's price and name to it, and stamps it with
+// at when at is not nil (bucket.At).
+func (s *Store) bucketUpdate(p products.Product, i int, delta, need int64, at *int64, was *bucket) types.TransactWriteItem {
 	upd := expression.Set(expression.Name("priceCents"), expression.Value(p.PriceCents)).
 		Set(expression.Name("name"), expression.Value(p.Name))
 	if delta != 0 {
 		upd = upd.Add(expression.Name("units"), expression.Value(delta))
+	}
+	if at != nil {
+		upd = upd.Set(expression.Name("at"), expression.Value(*at))
 	}
 	cond := expression.AttributeExists(expression.Name("bucketId"))
 	if need > 0 {

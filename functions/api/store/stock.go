@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,10 +48,17 @@ type bucket struct {
 	// before 0.16.0. A page that reads a catalog item saying otherwise read
 	// the two from either side of a respread.
 	Of int `dynamodbav:"of,omitempty"`
-	// At is the catalog version of the write that wrote this bucket whole
-	// (a creation, a respread), shared by every bucket that write wrote; 0
-	// when written by a release before 0.17.0. Buckets of one product
-	// read with different ones were read from either side of a respread.
+	// At stamps the last write that added units to a bucket of the
+	// product, on every bucket of it: a creation or a respread (the
+	// catalog version it wrote), a PATCH of a positive stockDelta (the
+	// same), a cancel (a negative number drawn at random, never a catalog
+	// version); 0 when written by a release before 0.17.0. Only sales
+	// write between two such writes, and they only take units, so buckets
+	// read with one At hold no unit twice; buckets read with different
+	// ones were read from either side of a write that added units, and
+	// may (a sale of bucket 0 then a restock of bucket 1, read as bucket
+	// 0 before and bucket 1 after). Releases before 0.22.0 stamped
+	// creations and respreads only.
 	At int64 `dynamodbav:"at,omitempty"`
 }
 
@@ -60,11 +68,13 @@ type bucket struct {
 func (b bucket) straddles(n int) bool { return b.Of != 0 && b.Of != n }
 
 // straddled says whether bs, the buckets of a product whose catalog item
-// read says it has n, may have been read from either side of a respread:
-// a bucket says another number, or two were written whole by different
-// writes (or one is missing, or written by a release before 0.17.0 beside
-// one written after). Each item of a BatchGetItem is read on its own, so a
-// respread of [5,0] to [3,2] can read as 5 and 2: a unit shown twice.
+// read says it has n, may have been read from either side of a write that
+// added units (a respread, a restock, a cancel): a bucket says another
+// number, or two carry different stamps (or one is missing, or written by
+// a release before 0.17.0 beside one written after). Each item of a
+// BatchGetItem is read on its own, so a respread of [5,0] to [3,2] can read
+// as 5 and 2, and a sale of [5,0]'s five then their cancel into bucket 1
+// as 5 and 5: units shown twice.
 func straddled(bs []bucket, n int) bool {
 	for _, b := range bs {
 		if b.straddles(n) || b.At != bs[0].At {
@@ -289,10 +299,11 @@ func (s *Store) decrement(p products.Product, t stock.Take) types.TransactWriteI
 }
 
 // restock is the action that adds units to bucket i of product id, if the
-// bucket exists (a deleted product's units are not restocked); onCatalog,
-// to the catalog item's stock, if it still holds stock (a migration since
-// the read fails it, and the caller reads again).
-func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
+// bucket exists (a deleted product's units are not restocked), and stamps
+// it with at when at is not nil (bucket.At); onCatalog, to the catalog
+// item's stock, if it still holds stock (a migration since the read fails
+// it, and the caller reads again).
+func (s *Store) restock(id string, i int, units int64, at *int64) types.TransactWriteItem {
 	if i == onCatalog {
 		e := mustBuild(expression.NewBuilder().
 			WithUpdate(expression.Set(expression.Name("stock"), expression.Name("stock").Plus(expression.Value(units))).Add(expression.Name("version"), expression.Value(1))).
@@ -303,14 +314,41 @@ func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		}}
 	}
-	e := mustBuild(expression.NewBuilder().
-		WithUpdate(expression.Add(expression.Name("units"), expression.Value(units)).Add(expression.Name("version"), expression.Value(1))).
+	upd := expression.Add(expression.Name("units"), expression.Value(units)).Add(expression.Name("version"), expression.Value(1))
+	if at != nil {
+		upd = upd.Set(expression.Name("at"), expression.Value(*at))
+	}
+	e := mustBuild(expression.NewBuilder().WithUpdate(upd).
 		WithCondition(expression.AttributeExists(expression.Name("bucketId"))))
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, i),
 		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	}}
+}
+
+// stampBucket is the action that stamps bucket i of product id with at
+// (bucket.At) and changes nothing else of it, not its version: the write
+// that adds units to another bucket of the product. A bucket gone (the
+// product deleted, or respread over fewer) fails it, and the caller
+// reads again.
+func (s *Store) stampBucket(id string, i int, at int64) types.TransactWriteItem {
+	e := mustBuild(expression.NewBuilder().
+		WithUpdate(expression.Set(expression.Name("at"), expression.Value(at))).
+		WithCondition(expression.AttributeExists(expression.Name("bucketId"))))
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, i),
+		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	}}
+}
+
+// cancelStamp draws the stamp of a cancel's restock (bucket.At): negative,
+// so never a catalog version, and at random, so never another cancel's.
+func (s *Store) cancelStamp() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return -1 - s.rnd.Int64N(math.MaxInt64-1)
 }
 
 // putBucket is the action that writes bucket i of p whole with the given
