@@ -141,7 +141,7 @@ func TestStageCapacity(t *testing.T) {
 // per-table quota), everything else keeps the stage's capacity, and cdk-nag
 // stays clean.
 func TestSaleWarmThroughput(t *testing.T) {
-	const sale = "product-stock.writes=10000, product-stock.reads=40000,products.byCategory.reads=6000"
+	const sale = "product-stock.writes=10000, product-stock.reads=40000,products.byCategory.reads=15000"
 	cfg, s, tpl := synthWithContext(t, map[string]any{"stage": stack.Prod, stack.SaleWarmContext: sale})
 
 	// The stock table as AWS's example declares a pre-warmed table.
@@ -166,7 +166,8 @@ func TestSaleWarmThroughput(t *testing.T) {
 	}
 	wantAll[tables.ProductStock] = want(sc.pitrDays, stack.Throughput{Writes: 10000}, stack.Throughput{Reads: 40000, Writes: 10000}, false)
 	byCategory := stack.IndexTarget(tables.Products, tables.ProductsByCategory)
-	wantAll[byCategory] = want(sc.pitrDays, sc.max, stack.Throughput{Reads: 6000}, true)
+	// Its read cap lifted to what it is warmed for.
+	wantAll[byCategory] = want(sc.pitrDays, stack.Throughput{Reads: 15000, Writes: sc.max.Writes}, stack.Throughput{Reads: 15000}, true)
 	if d := cmp.Diff(wantAll, capacities(t, doc, cfg.TablePrefix())); d != "" {
 		t.Errorf("capacity (-want +got):\n%s", d)
 	}
@@ -218,9 +219,11 @@ func TestContextConfig(t *testing.T) {
 		{"stock.writes=8000", `unknown table "stock"`},
 		{"products.byName.reads=100", `no global index "byName"`},
 		{"reviews.byCreatedAt.reads=100", `no global index "byCreatedAt"`},
-		{"product-stock.writes=0", "from 1 to 40000"},
-		{"product-stock.writes=40001", "from 1 to 40000"},
-		{"product-stock.writes=1e4", "from 1 to 40000"},
+		{"product-stock.writes=0", "from 4000 ("},
+		{"product-stock.writes=40001", "from 4000 ("},
+		{"product-stock.writes=1e4", "from 4000 ("},
+		{"product-stock.writes=3999", "from 4000 ("},
+		{"products.byCategory.reads=11999", "from 12000 ("},
 		{"product-stock.writes=8000,product-stock.writes=9000", "given twice"},
 		{"product-stock.writes", "pairs"},
 	} {
@@ -234,13 +237,13 @@ func TestContextConfig(t *testing.T) {
 }
 
 func TestParseSaleWarmThroughput(t *testing.T) {
-	got, err := stack.ParseSaleWarmThroughput("product-stock.writes=8000, product-stock.reads=24000,orders.openByStatus.writes=4000,orders.writes=8000")
+	got, err := stack.ParseSaleWarmThroughput("product-stock.writes=8000, product-stock.reads=24000,orders.openByStatus.writes=6000,orders.writes=8000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]stack.Throughput{
 		tables.ProductStock: {Reads: 24000, Writes: 8000},
-		stack.IndexTarget(tables.Orders, tables.OrdersOpenByStatus): {Writes: 4000},
+		stack.IndexTarget(tables.Orders, tables.OrdersOpenByStatus): {Writes: 6000},
 		tables.Orders: {Writes: 8000},
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -278,10 +281,19 @@ func TestInvalidCapacityFailsSynth(t *testing.T) {
 		{"no recovery period", func(c *stack.Config) { c.PITRRecoveryDays = 0 }, "1 to 35"},
 		{"36 days", func(c *stack.Config) { c.PITRRecoveryDays = 36 }, "1 to 35"},
 		{"cap at the quota", func(c *stack.Config) { c.MaxThroughput.Writes = stack.TableQuota }, "below DynamoDB's default per-table quota"},
-		{"unknown warm target", func(c *stack.Config) { c.SaleWarmThroughput = map[string]stack.Throughput{"stock": {Writes: 1}} }, `unknown table "stock"`},
+		{"unknown warm target", func(c *stack.Config) { c.SaleWarmThroughput = map[string]stack.Throughput{"stock": {Writes: 5000}} }, `unknown table "stock"`},
 		{"warm above the quota", func(c *stack.Config) {
 			c.SaleWarmThroughput = map[string]stack.Throughput{tables.ProductStock: {Writes: stack.TableQuota + 1}}
-		}, "1 to 40000"},
+		}, "from 4000 ("},
+		// A new table or index serves 12,000 reads and 4,000 writes at once
+		// already, and warm throughput is never lowered: less would fail at
+		// deploy, not here.
+		{"warm reads below a new table's", func(c *stack.Config) {
+			c.SaleWarmThroughput = map[string]stack.Throughput{stack.IndexTarget(tables.Products, tables.ProductsByCategory): {Reads: 6000}}
+		}, "from 12000 ("},
+		{"warm writes below a new table's", func(c *stack.Config) {
+			c.SaleWarmThroughput = map[string]stack.Throughput{stack.IndexTarget(tables.Orders, tables.OrdersOpenByStatus): {Writes: 2000}}
+		}, "from 4000 ("},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := stack.StageConfig(stack.Prod)

@@ -24,6 +24,24 @@ type Throughput struct {
 // can be raised up to it.
 const TableQuota = 40000
 
+// NewTableWarm is the warm throughput a new on-demand table or global
+// index starts with ("Understanding DynamoDB warm throughput in different
+// scenarios"). Warm throughput is never lowered, so a sale asks for more.
+var NewTableWarm = Throughput{Reads: 12000, Writes: 4000}
+
+// warmFloor is NewTableWarm's units in direction dir.
+func warmFloor(dir string) int {
+	if dir == Reads {
+		return NewTableWarm.Reads
+	}
+	return NewTableWarm.Writes
+}
+
+// warmRange says what units a sale's warm throughput takes in direction dir.
+func warmRange(dir string) string {
+	return fmt.Sprintf("a whole number from %d (what a new on-demand table or index serves at once: warm throughput is never lowered) to %d (DynamoDB's default per-table quota)", warmFloor(dir), TableQuota)
+}
+
 // SaleWarmContext is the context setting that pre-warms tables for a sale
 // (-c saleWarmThroughput=product-stock.writes=8000,…; make deploy's
 // SALE_WARM_THROUGHPUT).
@@ -38,8 +56,9 @@ const (
 // ParseSaleWarmThroughput reads the saleWarmThroughput context setting:
 // comma-separated target.direction=units pairs, where target is a table of
 // shared/tables or one of its global indexes written table.index, direction
-// is reads or writes, and units a whole number from 1 to TableQuota
-// ("product-stock.writes=8000,product-stock.reads=24000,orders.openByStatus.writes=4000").
+// is reads or writes, and units a whole number from NewTableWarm's to
+// TableQuota
+// ("product-stock.writes=8000,product-stock.reads=24000,orders.openByStatus.writes=6000").
 // The map is keyed by target.
 func ParseSaleWarmThroughput(s string) (map[string]Throughput, error) {
 	out := map[string]Throughput{}
@@ -65,8 +84,8 @@ func ParseSaleWarmThroughput(s string) (map[string]Throughput, error) {
 		}
 		seen[key] = true
 		n, err := strconv.Atoi(value)
-		if err != nil || n < 1 || n > TableQuota {
-			return nil, fmt.Errorf("%s %q: units of %s must be a whole number from 1 to %d (DynamoDB's default per-table quota), got %q", SaleWarmContext, s, key, TableQuota, value)
+		if err != nil || n < warmFloor(dir) || n > TableQuota {
+			return nil, fmt.Errorf("%s %q: units of %s must be %s, got %q", SaleWarmContext, s, key, warmRange(dir), value)
 		}
 		w := out[target]
 		if dir == Reads {
@@ -121,8 +140,8 @@ func (c Config) validateThroughput() error {
 			return fmt.Errorf("stage %s: warm throughput: %w", c.Stage, err)
 		}
 		for dir, n := range map[string]int{Reads: w.Reads, Writes: w.Writes} {
-			if n < 0 || n > TableQuota {
-				return fmt.Errorf("stage %s: warm %s of %s %d a second, want 0 (none) or 1 to %d", c.Stage, dir, target, n, TableQuota)
+			if n != 0 && (n < warmFloor(dir) || n > TableQuota) {
+				return fmt.Errorf("stage %s: warm %s of %s %d a second, want 0 (none) or %s", c.Stage, dir, target, n, warmRange(dir))
 			}
 		}
 	}
