@@ -1,7 +1,7 @@
 // Package stock holds the rules of a product's stock split over buckets
 // (write sharding, docs/data-model.md): how units are spread over the
-// buckets, and which buckets a sale takes its units from. Pure logic; the
-// store applies it to DynamoDB.
+// buckets, which buckets a sale takes its units from, and which reads of
+// them count no unit twice. Pure logic; the store applies it to DynamoDB.
 package stock
 
 // Take is a decrement of one bucket: Units taken from bucket Bucket.
@@ -69,4 +69,33 @@ func Plan(units []int64, quantity int64, start int) []Take {
 		}
 	}
 	return takes
+}
+
+// Stamp is what a bucket says of the last write that added units to the
+// product's buckets (a creation, a respread, a restock, a cancel), which
+// writes one Stamp on every bucket of the product: Of, the number of
+// buckets it wrote the product with (0: unknown, a bucket written before
+// stamps had it); At, the write's own mark. Sales take units and leave the
+// stamps alone.
+type Stamp struct {
+	Of int
+	At int64
+}
+
+// Straddles says whether buckets read one by one (a BatchGetItem's items,
+// each read-committed on its own), with these stamps, beside a catalog item
+// that says the product has n buckets, may have been read on either side
+// of a write that added units, and so may count a unit twice: [5,0] sold
+// out of bucket 0 and given back into bucket 1 reads as 5 + 5. It is so
+// when a bucket was written for another number of buckets, or two buckets
+// carry different marks. Buckets read between the same two such writes
+// saw only sales, which only take: their total lies between two totals
+// the product held. Such a read is read again as of one instant.
+func Straddles(stamps []Stamp, n int) bool {
+	for _, s := range stamps {
+		if (s.Of != 0 && s.Of != n) || s.At != stamps[0].At {
+			return true
+		}
+	}
+	return false
 }

@@ -69,3 +69,27 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func TestStraddles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stamps []Stamp
+		n      int
+		want   bool
+	}{
+		{"one bucket, its number", []Stamp{{Of: 1, At: 1}}, 1, false},
+		{"one write's buckets", []Stamp{{Of: 3, At: 7}, {Of: 3, At: 7}, {Of: 3, At: 7}}, 3, false},
+		{"written before stamps had a number", []Stamp{{At: 7}, {At: 7}}, 2, false},
+		{"written before stamps", []Stamp{{}, {}}, 2, false},
+		{"a cancel's mark on all", []Stamp{{Of: 2, At: -42}, {Of: 2, At: -42}}, 2, false},
+		{"either side of a restock", []Stamp{{Of: 2, At: 7}, {Of: 2, At: 9}}, 2, true},
+		{"either side of a cancel", []Stamp{{Of: 2, At: -42}, {Of: 2, At: 7}}, 2, true},
+		{"a respread the catalog item does not know", []Stamp{{Of: 32, At: 9}}, 1, true},
+		{"a catalog item newer than the buckets", []Stamp{{Of: 2, At: 7}, {Of: 2, At: 7}}, 4, true},
+		{"a bucket missing beside stamped ones", []Stamp{{Of: 2, At: 7}, {}}, 2, true},
+	} {
+		if got := Straddles(tc.stamps, tc.n); got != tc.want {
+			t.Errorf("%s: Straddles(%v, %d) = %v, want %v", tc.name, tc.stamps, tc.n, got, tc.want)
+		}
+	}
+}

@@ -232,3 +232,46 @@ func TestSalesWriteNoCatalogRecord(t *testing.T) {
 		t.Errorf("products stream after 4 orders and a cancellation: got %v, want the creation's INSERT only", names)
 	}
 }
+
+// TestOrderTooLargeIsAConflictOnTheWire: four products of 32 buckets and
+// 1,000 units each, ordered 1,000 each, need 128 stock decrements besides
+// the order, past the 100 actions of one transaction. The client gets a 409
+// problem naming the four products, never a 500, with an Idempotency-Key
+// too (its replay is the same 409), and no unit moves.
+func TestOrderTooLargeIsAConflictOnTheWire(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustUser("ada")
+	var items []any
+	var ids []string
+	for i := range 4 {
+		r := e.do("POST", "/products", adminCaller("root"), map[string]any{"name": fmt.Sprintf("Bulk %d", i), "description": "d", "category": "bulk", "priceCents": 100, "stock": 1000, "stockBuckets": 32})
+		want(t, r, 201)
+		ids = append(ids, r.str("productId"))
+		items = append(items, map[string]any{"productId": r.str("productId"), "quantity": 1000})
+	}
+	for _, key := range []string{"", "bulk-1", "bulk-1"} {
+		var headers []string
+		if key != "" {
+			headers = []string{"Idempotency-Key", key}
+		}
+		r := e.do("POST", "/users/ada/orders", userCaller("ada"), map[string]any{"items": items}, headers...)
+		want(t, r, 409, "conflict")
+		named, _ := r.json["products"].([]any)
+		if len(named) != 4 {
+			t.Fatalf("key %q: products %v, want the four: %s", key, named, r.Body)
+		}
+		if !strings.Contains(r.str("detail"), "at most 100") {
+			t.Errorf("key %q: detail %q does not say the transaction's limit", key, r.str("detail"))
+		}
+	}
+	for _, id := range ids {
+		total := 0
+		for _, u := range e.buckets(id) {
+			total += u
+		}
+		if total != 1000 {
+			t.Errorf("product %s: %d units in its buckets after the refusals, want 1000", id, total)
+		}
+	}
+}

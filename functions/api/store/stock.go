@@ -69,19 +69,14 @@ func (b bucket) straddles(n int) bool { return b.Of != 0 && b.Of != n }
 
 // straddled says whether bs, the buckets of a product whose catalog item
 // read says it has n, may have been read from either side of a write that
-// added units (a respread, a restock, a cancel): a bucket says another
-// number, or two carry different stamps (or one is missing, or written by
-// a release before 0.17.0 beside one written after). Each item of a
-// BatchGetItem is read on its own, so a respread of [5,0] to [3,2] can read
-// as 5 and 2, and a sale of [5,0]'s five then their cancel into bucket 1
-// as 5 and 5: units shown twice.
+// added units (stock.Straddles; a missing bucket, or one written by a
+// release before 0.17.0, reads as a stamp of its own).
 func straddled(bs []bucket, n int) bool {
-	for _, b := range bs {
-		if b.straddles(n) || b.At != bs[0].At {
-			return true
-		}
+	stamps := make([]stock.Stamp, len(bs))
+	for i, b := range bs {
+		stamps[i] = stock.Stamp{Of: b.Of, At: b.At}
 	}
-	return false
+	return stock.Straddles(stamps, n)
 }
 
 func bucketID(productID string, i int) string { return productID + "#" + strconv.Itoa(i) }
