@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -230,6 +231,60 @@ func TestStockIsReadAsOfOneInstantBesideARestock(t *testing.T) {
 					t.Fatalf("list: %+v, want the product with stock 5", page.Items)
 				}
 			})
+		}
+	}
+}
+
+// heldOnce refuses the first transaction that decrements a stock bucket as
+// DynamoDB does one that meets another transaction on that item: the
+// bucket's reason TransactionConflict, the others None. It records the
+// buckets each transaction decremented.
+type heldOnce struct {
+	store.DB
+	table   string
+	mu      *sync.Mutex
+	buckets *[]string
+}
+
+func (d heldOnce) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	d.mu.Lock()
+	first := len(*d.buckets) == 0
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	held := false
+	for i, a := range in.TransactItems {
+		reasons[i].Code = aws.String("None")
+		if a.Update != nil && aws.ToString(a.Update.TableName) == d.table {
+			*d.buckets = append(*d.buckets, a.Update.Key["bucketId"].(*types.AttributeValueMemberS).Value)
+			if first {
+				reasons[i].Code, held = aws.String("TransactionConflict"), true
+			}
+		}
+	}
+	d.mu.Unlock()
+	if held {
+		return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+	}
+	return d.DB.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestAHeldBucketIsNotDrawnAgain: an order whose bucket another transaction
+// holds goes again on another bucket of the product (at once: the bucket it
+// met is the only item that refused it), and is placed there.
+func TestAHeldBucketIsNotDrawnAgain(t *testing.T) {
+	s := newShapes(t)
+	ctx := context.Background()
+	for range 10 { // the draw is random: ten orders, each first refused
+		p, err := s.st.CreateProduct(ctx, products.New{Name: "Drop", Category: "drops", PriceCents: ptr[int64](100), Stock: ptr[int64](16), StockBuckets: ptr(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buckets []string
+		db := heldOnce{DB: s.db, table: tables.Physical(s.prefix, tables.ProductStock), mu: &sync.Mutex{}, buckets: &buckets}
+		if _, err := s.storeOn(db, 0).PlaceOrder(ctx, "u1", orders.Request{Items: []orders.Item{{ProductID: p.ProductID, Quantity: 1}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(buckets) != 2 || buckets[0] == buckets[1] {
+			t.Fatalf("the order's transactions decremented %v, want the held bucket, then the other", buckets)
 		}
 	}
 }

@@ -69,6 +69,7 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 	var lessons orderLessons
 	var last orderRead // for the answer when the retries run out
 	reread := true
+	quick := false // the last round went at once, without a wait
 	for attempt := 1; attempt <= s.cfg.MaxAttempts; attempt++ {
 		rd := last
 		if reread {
@@ -119,6 +120,15 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		// round's read is a call like its commit: re-reading on every
 		// conflict doubled the calls of the contended orders.
 		reread = false
+		if lessons.elsewhere && !quick {
+			// Another transaction held the one bucket it drew, and the
+			// product has others: draw another and go again at once, as
+			// a buyer in a flash sale would, once in a row (a second
+			// round held too waits as below).
+			quick = true
+			continue
+		}
+		quick = false
 		wait := s.backoff
 		if !lessons.throttled {
 			wait = s.conflictBackoff
@@ -143,6 +153,12 @@ type orderLessons struct {
 	// throttled: the last round was refused by throttling, not only by
 	// other transactions holding its items.
 	throttled bool
+	// held: the bucket each product's decrement found held by another
+	// transaction in the last round, which the next round's draw leaves
+	// out; elsewhere: every action the last round found held was such a
+	// decrement, of a product with another bucket to draw.
+	held      map[string]int
+	elsewhere bool
 }
 
 func (l *orderLessons) widen(id string) {
@@ -291,7 +307,17 @@ func planOrder(rd orderRead, l orderLessons, draw func(n int) int) orderPlan {
 			plan.takes[it.ProductID] = []stock.Take{{Bucket: onCatalog, Units: q}}
 			continue
 		case !l.wide[it.ProductID]:
-			plan.takes[it.ProductID] = []stock.Take{{Bucket: draw(n), Units: q}}
+			b, found := l.held[it.ProductID]
+			if !found || n == 1 {
+				plan.takes[it.ProductID] = []stock.Take{{Bucket: draw(n), Units: q}}
+				continue
+			}
+			// Another transaction holds bucket b: draw among the others.
+			i := draw(n - 1)
+			if i >= b {
+				i++
+			}
+			plan.takes[it.ProductID] = []stock.Take{{Bucket: i, Units: q}}
 			continue
 		}
 		sources := unitsOf(rd.buckets[it.ProductID])
@@ -385,9 +411,42 @@ func (s *Store) commitOrder(ctx context.Context, userID string, rd orderRead, pl
 		return o, replan, nil
 	case c.retryable():
 		l.throttled = c.throttled()
+		l.heldBy(c, tx.decrements, rd.products, plan.takes)
 		return o, contended, nil
 	}
 	return o, failed, fmt.Errorf("place order %s: cancelled %v: %w", o.OrderID, c.codes, err)
+}
+
+// heldBy takes in which of a round's decrements met another transaction
+// holding their bucket (c: the round's cancellation by contention), for the
+// next round to draw other buckets, and whether that round may go at once
+// (elsewhere): only when every action refused was such a decrement of a
+// product planned on one bucket of several, so that the next round meets
+// none of the transactions this one met.
+func (l *orderLessons) heldBy(c *cancellation, decrements []decrementRef, ps map[string]products.Product, takes map[string][]stock.Take) {
+	l.held = nil
+	l.elsewhere = !l.throttled
+	at := make(map[int]decrementRef, len(decrements))
+	for _, d := range decrements {
+		at[d.at] = d
+	}
+	for i, code := range c.codes {
+		if code != reasonConflict {
+			continue
+		}
+		d, ok := at[i]
+		if !ok || d.Bucket == onCatalog || l.wide[d.productID] || len(takes[d.productID]) != 1 || bucketsOf(ps[d.productID]) < 2 {
+			l.elsewhere = false
+			continue
+		}
+		if l.held == nil {
+			l.held = map[string]int{}
+		}
+		l.held[d.productID] = d.Bucket
+	}
+	if l.held == nil {
+		l.elsewhere = false
+	}
 }
 
 // learn takes in what a stock decrement's failed condition shows (item: the

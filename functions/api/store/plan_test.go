@@ -25,6 +25,7 @@ func TestPlanOrder(t *testing.T) {
 		products  map[string]products.Product
 		buckets   map[string][]bucket
 		wide      map[string]bool
+		held      map[string]int
 		consist   bool
 		draw      func(int) int
 		takes     map[string][]stock.Take
@@ -38,6 +39,30 @@ func TestPlanOrder(t *testing.T) {
 			products: map[string]products.Product{"a": {ProductID: "a", StockBuckets: 4}},
 			draw:     func(n int) int { return n - 1 },
 			takes:    map[string][]stock.Take{"a": {{Bucket: 3, Units: 3}}},
+		},
+		{
+			name:     "a bucket held by another transaction is not drawn again",
+			items:    []orders.Item{{ProductID: "a", Quantity: 3}, {ProductID: "b", Quantity: 1}},
+			products: map[string]products.Product{"a": {ProductID: "a", StockBuckets: 8}, "b": {ProductID: "b", StockBuckets: 8}},
+			held:     map[string]int{"a": 0, "b": 5},
+			draw:     func(int) int { return 0 },
+			takes:    map[string][]stock.Take{"a": {{Bucket: 1, Units: 3}}, "b": {{Bucket: 0, Units: 1}}},
+		},
+		{
+			name:     "the last of the others drawn past the held bucket",
+			items:    []orders.Item{{ProductID: "a", Quantity: 3}},
+			products: map[string]products.Product{"a": {ProductID: "a", StockBuckets: 8}},
+			held:     map[string]int{"a": 3},
+			draw:     func(n int) int { return n - 1 },
+			takes:    map[string][]stock.Take{"a": {{Bucket: 7, Units: 3}}},
+		},
+		{
+			name:     "a product of one bucket has no other",
+			items:    []orders.Item{{ProductID: "a", Quantity: 3}},
+			products: map[string]products.Product{"a": {ProductID: "a", StockBuckets: 1}},
+			held:     map[string]int{"a": 0},
+			draw:     func(n int) int { return n - 1 },
+			takes:    map[string][]stock.Take{"a": {{Bucket: 0, Units: 3}}},
 		},
 		{
 			name:     "a catalog item's own stock (shape 1)",
@@ -105,7 +130,7 @@ func TestPlanOrder(t *testing.T) {
 			if draw == nil {
 				draw = first
 			}
-			got := planOrder(orderRead{items: tc.items, products: tc.products, buckets: tc.buckets}, orderLessons{wide: tc.wide, consistent: tc.consist}, draw)
+			got := planOrder(orderRead{items: tc.items, products: tc.products, buckets: tc.buckets}, orderLessons{wide: tc.wide, held: tc.held, consistent: tc.consist}, draw)
 			if !equalTakes(got.takes, tc.takes) {
 				t.Errorf("takes: got %v, want %v", got.takes, tc.takes)
 			}
@@ -151,4 +176,63 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestHeldBy: a round refused because other transactions held some of its
+// decrements' buckets teaches the next round those buckets, and lets it go
+// at once only when every action refused was such a decrement, of a
+// product planned on one bucket of several.
+func TestHeldBy(t *testing.T) {
+	ps := map[string]products.Product{
+		"a": {ProductID: "a", StockBuckets: 8}, "b": {ProductID: "b", StockBuckets: 8},
+		"one": {ProductID: "one", StockBuckets: 1}, "w": {ProductID: "w", StockBuckets: 8},
+	}
+	// The actions: [0] the order, [1] a's decrement of bucket 2, [2] b's of
+	// bucket 6, [3] one's of bucket 0, [4] w's of bucket 1 and [5] of bucket 4.
+	decrements := []decrementRef{
+		{productID: "a", Take: stock.Take{Bucket: 2, Units: 1}, at: 1},
+		{productID: "b", Take: stock.Take{Bucket: 6, Units: 1}, at: 2},
+		{productID: "one", Take: stock.Take{Bucket: 0, Units: 1}, at: 3},
+		{productID: "w", Take: stock.Take{Bucket: 1, Units: 4}, at: 4},
+		{productID: "w", Take: stock.Take{Bucket: 4, Units: 2}, at: 5},
+	}
+	takes := map[string][]stock.Take{"a": {decrements[0].Take}, "b": {decrements[1].Take}, "one": {decrements[2].Take}, "w": {decrements[3].Take, decrements[4].Take}}
+	const (
+		no = reasonNone
+		cf = reasonConflict
+		th = reasonThrottled
+	)
+	for _, tc := range []struct {
+		name      string
+		codes     []string
+		wide      map[string]bool
+		held      map[string]int
+		elsewhere bool
+	}{
+		{"a's bucket held", []string{no, cf, no, no, no, no}, nil, map[string]int{"a": 2}, true},
+		{"a's and b's held", []string{no, cf, cf, no, no, no}, nil, map[string]int{"a": 2, "b": 6}, true},
+		{"the one bucket of a product held", []string{no, cf, no, cf, no, no}, nil, map[string]int{"a": 2}, false},
+		{"a product taken from several buckets", []string{no, no, no, no, cf, no}, nil, nil, false},
+		{"a product planned wide", []string{no, cf, no, no, no, no}, map[string]bool{"a": true}, nil, false},
+		{"the order's own item held", []string{cf, cf, no, no, no, no}, nil, map[string]int{"a": 2}, false},
+		{"a bucket throttled", []string{no, cf, th, no, no, no}, nil, map[string]int{"a": 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := orderLessons{wide: tc.wide, held: map[string]int{"stale": 1}}
+			c := &cancellation{codes: tc.codes}
+			l.throttled = c.throttled()
+			l.heldBy(c, decrements, ps, takes)
+			if len(l.held) != len(tc.held) {
+				t.Errorf("held %v, want %v", l.held, tc.held)
+			}
+			for id, b := range tc.held {
+				if got, ok := l.held[id]; !ok || got != b {
+					t.Errorf("held %v, want %v", l.held, tc.held)
+				}
+			}
+			if l.elsewhere != tc.elsewhere {
+				t.Errorf("elsewhere %v, want %v", l.elsewhere, tc.elsewhere)
+			}
+		})
+	}
 }
