@@ -72,11 +72,10 @@ func Plan(units []int64, quantity int64, start int) []Take {
 }
 
 // Stamp is what a bucket says of the last write that added units to the
-// product's buckets (a creation, a respread, a restock, a cancel), which
-// writes one Stamp on every bucket of the product: Of, the number of
-// buckets it wrote the product with (0: unknown, a bucket written before
-// stamps had it); At, the write's own mark. Sales take units and leave the
-// stamps alone.
+// product's buckets and stamped them all (a creation, a respread, a
+// restock): Of, the number of buckets it wrote the product with (0:
+// unknown, a bucket written before stamps had it); At, the write's own
+// mark. Sales take units and leave the stamps alone.
 type Stamp struct {
 	Of int
 	At int64
@@ -86,11 +85,12 @@ type Stamp struct {
 // each read-committed on its own), with these stamps, beside a catalog item
 // that says the product has n buckets, may have been read on either side
 // of a write that added units, and so may count a unit twice: [5,0] sold
-// out of bucket 0 and given back into bucket 1 reads as 5 + 5. It is so
+// out of bucket 0 and restocked into bucket 1 reads as 5 + 5. It is so
 // when a bucket was written for another number of buckets, or two buckets
 // carry different marks. Buckets read between the same two such writes
-// saw only sales, which only take: their total lies between two totals
-// the product held. Such a read is read again as of one instant.
+// saw only sales, which only take, and writes that add units without a
+// stamp (a cancel's): with none of those, their total lies between two
+// totals the product held. Such a read is read again as of one instant.
 func Straddles(stamps []Stamp, n int) bool {
 	for _, s := range stamps {
 		if (s.Of != 0 && s.Of != n) || s.At != stamps[0].At {

@@ -112,6 +112,9 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		case failed:
 			return orders.Order{}, err
 		case replan:
+			// Read again: what the contended rounds learned of the
+			// buckets others held is stale.
+			lessons.held, lessons.elsewhere = nil, false
 			continue
 		}
 		// Contended: what was read still holds (a change since then fails
@@ -308,7 +311,7 @@ func planOrder(rd orderRead, l orderLessons, draw func(n int) int) orderPlan {
 			continue
 		case !l.wide[it.ProductID]:
 			b, found := l.held[it.ProductID]
-			if !found || n == 1 {
+			if !found || n == 1 || b >= n {
 				plan.takes[it.ProductID] = []stock.Take{{Bucket: draw(n), Units: q}}
 				continue
 			}
@@ -721,7 +724,7 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 				gone[l.ProductID] = true
 			}
 		}
-		actions = append(actions, s.restocks(o.Lines, ps, gone, maxTransactItems-len(actions))...)
+		actions = append(actions, s.restocks(o.Lines, ps, gone)...)
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		for _, l := range o.Lines {
 			s.catalogs.sold(l.ProductID)
@@ -754,17 +757,14 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 }
 
 // restocks are the actions of a cancel that put the lines' quantities back
-// in stock, in at most budget actions, leaving out the products in gone: a
-// product's units go back to one bucket drawn at random, and every bucket
-// of a product of several is stamped (bucket.At), so that a page reading
-// a bucket from before the cancel and another from after reads them again
-// as of one instant. Where stamping every bucket would take the
-// transaction past the budget (an order of many products of many
-// buckets), only the bucket that takes the units is stamped: the stamps
-// then differ until the product's next restock or respread, and its pages
-// read as of one instant till then (slower, never a unit twice). Lines of
-// one product (an order from before lines were merged) go back as one.
-func (s *Store) restocks(lines []orders.Line, ps map[string]products.Product, gone map[string]bool, budget int) []types.TransactWriteItem {
+// in stock, leaving out the products in gone: a product's units go back to
+// one bucket drawn at random, in one action a product (orders hold each
+// product once, its lines merged; summing keeps a transaction to one
+// action an item whatever an order holds). The other buckets are not stamped (bucket.At): a cancel
+// that wrote them all would meet, during a sale, every transaction that
+// holds any of them, and fail where it succeeded (docs/decisions.md, "The
+// page of a product of several buckets", revisited in 0.22.0).
+func (s *Store) restocks(lines []orders.Line, ps map[string]products.Product, gone map[string]bool) []types.TransactWriteItem {
 	var ids []string
 	units := map[string]int64{}
 	for _, l := range lines {
@@ -776,31 +776,13 @@ func (s *Store) restocks(lines []orders.Line, ps map[string]products.Product, go
 		}
 		units[l.ProductID] += int64(l.Quantity)
 	}
-	spare := budget - len(ids) // the actions left beside one a product
-	stamp := s.cancelStamp()
-	var actions []types.TransactWriteItem
+	actions := make([]types.TransactWriteItem, 0, len(ids))
 	for _, id := range ids {
-		p := ps[id]
-		if p.CatalogStock != nil {
-			actions = append(actions, s.restock(id, onCatalog, units[id], nil))
-			continue
+		into := onCatalog
+		if p := ps[id]; p.CatalogStock == nil {
+			into = s.randomBucket(bucketsOf(p))
 		}
-		n := bucketsOf(p)
-		if n == 1 {
-			actions = append(actions, s.restock(id, 0, units[id], nil))
-			continue
-		}
-		into := s.randomBucket(n)
-		actions = append(actions, s.restock(id, into, units[id], &stamp))
-		if spare < n-1 {
-			continue
-		}
-		spare -= n - 1
-		for i := range n {
-			if i != into {
-				actions = append(actions, s.stampBucket(id, i, stamp))
-			}
-		}
+		actions = append(actions, s.restock(id, into, units[id]))
 	}
 	return actions
 }

@@ -228,11 +228,12 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// BatchGetItem is read on its own, so the total may join buckets read
 	// a few milliseconds apart. It counts a unit twice only when a write
 	// added units to a bucket in between (a respread; a sale from bucket 0
-	// and a restock or a cancel into bucket 1), and every such write stamps
+	// and a restock into bucket 1), and such writes of the catalog stamp
 	// all the product's buckets (bucket.At, straddled): such a read is read
-	// again as of one instant. Between two stamps only sales write, and
-	// they only take units, so a read with one stamp shows a total between
-	// two the product held.
+	// again as of one instant. A cancel gives its units back to one bucket
+	// unstamped, so a sale and a cancel inside one read's milliseconds can
+	// show a unit once more on that page (docs/decisions.md, "The page of
+	// a product of several buckets", revisited in 0.22.0).
 	read, err := s.readBuckets(ctx, map[string]int{id: n}, true)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)

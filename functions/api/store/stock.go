@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,17 +47,16 @@ type bucket struct {
 	// before 0.16.0. A page that reads a catalog item saying otherwise read
 	// the two from either side of a respread.
 	Of int `dynamodbav:"of,omitempty"`
-	// At stamps the last write that added units to a bucket of the
-	// product, on every bucket of it: a creation or a respread (the
-	// catalog version it wrote), a PATCH of a positive stockDelta (the
-	// same), a cancel (a negative number drawn at random, never a catalog
-	// version); 0 when written by a release before 0.17.0. Only sales
-	// write between two such writes, and they only take units, so buckets
-	// read with one At hold no unit twice; buckets read with different
-	// ones were read from either side of a write that added units, and
-	// may (a sale of bucket 0 then a restock of bucket 1, read as bucket
-	// 0 before and bucket 1 after). Releases before 0.22.0 stamped
-	// creations and respreads only.
+	// At stamps, on every bucket of the product, the last write of the
+	// catalog that added units to its buckets: a creation, a respread or,
+	// since 0.22.0, a PATCH of a positive stockDelta, each with the
+	// catalog version it wrote; 0 when written by a release before 0.17.0.
+	// Buckets read with different ones were read from either side of such
+	// a write, and may count a unit twice (a sale of bucket 0 then a
+	// restock of bucket 1, read as bucket 0 before and bucket 1 after).
+	// A cancel gives its units back to one bucket without a stamp (see
+	// restocks): a read straddling a sale and a cancel within its own
+	// milliseconds can show a unit once more.
 	At int64 `dynamodbav:"at,omitempty"`
 }
 
@@ -294,11 +292,10 @@ func (s *Store) decrement(p products.Product, t stock.Take) types.TransactWriteI
 }
 
 // restock is the action that adds units to bucket i of product id, if the
-// bucket exists (a deleted product's units are not restocked), and stamps
-// it with at when at is not nil (bucket.At); onCatalog, to the catalog
-// item's stock, if it still holds stock (a migration since the read fails
-// it, and the caller reads again).
-func (s *Store) restock(id string, i int, units int64, at *int64) types.TransactWriteItem {
+// bucket exists (a deleted product's units are not restocked); onCatalog,
+// to the catalog item's stock, if it still holds stock (a migration since
+// the read fails it, and the caller reads again).
+func (s *Store) restock(id string, i int, units int64) types.TransactWriteItem {
 	if i == onCatalog {
 		e := mustBuild(expression.NewBuilder().
 			WithUpdate(expression.Set(expression.Name("stock"), expression.Name("stock").Plus(expression.Value(units))).Add(expression.Name("version"), expression.Value(1))).
@@ -310,9 +307,6 @@ func (s *Store) restock(id string, i int, units int64, at *int64) types.Transact
 		}}
 	}
 	upd := expression.Add(expression.Name("units"), expression.Value(units)).Add(expression.Name("version"), expression.Value(1))
-	if at != nil {
-		upd = upd.Set(expression.Name("at"), expression.Value(*at))
-	}
 	e := mustBuild(expression.NewBuilder().WithUpdate(upd).
 		WithCondition(expression.AttributeExists(expression.Name("bucketId"))))
 	return types.TransactWriteItem{Update: &types.Update{
@@ -320,30 +314,6 @@ func (s *Store) restock(id string, i int, units int64, at *int64) types.Transact
 		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	}}
-}
-
-// stampBucket is the action that stamps bucket i of product id with at
-// (bucket.At) and changes nothing else of it, not its version: the write
-// that adds units to another bucket of the product. A bucket gone (the
-// product deleted, or respread over fewer) fails it, and the caller
-// reads again.
-func (s *Store) stampBucket(id string, i int, at int64) types.TransactWriteItem {
-	e := mustBuild(expression.NewBuilder().
-		WithUpdate(expression.Set(expression.Name("at"), expression.Value(at))).
-		WithCondition(expression.AttributeExists(expression.Name("bucketId"))))
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName: aws.String(s.t.ProductStock), Key: bucketKey(id, i),
-		UpdateExpression: e.Update(), ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	}}
-}
-
-// cancelStamp draws the stamp of a cancel's restock (bucket.At): negative,
-// so never a catalog version, and at random, so never another cancel's.
-func (s *Store) cancelStamp() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return -1 - s.rnd.Int64N(math.MaxInt64-1)
 }
 
 // putBucket is the action that writes bucket i of p whole with the given
