@@ -115,90 +115,63 @@ func (d interleaved) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItem
 	return out, nil
 }
 
-// TestStockIsReadAsOfOneInstant: buckets [5,0] respread to [3,2] by a PATCH
-// of the stock: a read of bucket 0 before it and bucket 1 after it would
-// show 7 units for a product that never held more than 5. A consistent
-// BatchGetItem reads each item on its own too (the page of several
-// buckets reads them so since 0.19.0): the page finds the two written by
-// different writes and reads them again as of one instant.
+// TestStockIsReadAsOfOneInstant: units move between buckets by a respread,
+// and by a sale followed by a restock. Buckets [5,0]: a PATCH of stock 5
+// respreads them to [3,2]; or a PATCH of stockDelta -5 takes bucket 0's
+// five and one of +5 spreads them back as [3,2]. A read of bucket 0 from
+// before and bucket 1 from after showed 7 for a product that never held
+// more than 5. A consistent BatchGetItem reads each item on its own too
+// (the page of several buckets reads them so since 0.19.0), and the list
+// reads them eventually consistent: both find the buckets stamped by
+// different writes (a restock stamps them all since 0.22.0, as a respread
+// does) and read them again as of one instant.
 func TestStockIsReadAsOfOneInstant(t *testing.T) {
-	for _, consistent := range []bool{false, true} {
-		t.Run(fmt.Sprintf("consistent=%v", consistent), func(t *testing.T) {
-			s := newShapes(t)
-			ctx := context.Background()
-			p, err := s.st.CreateProduct(ctx, products.New{Name: "Vase", Category: "home", PriceCents: ptr[int64](100), Stock: ptr[int64](5), StockBuckets: ptr(2)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			settle() // another instance's eventually consistent read finds it
-			// Buckets [5,0], as sales from bucket 1 and restocks into bucket 0
-			// leave them; a PATCH of stock 5 respreads them to [3,2].
-			five := int64(5)
-			stockTable := tables.Physical(s.prefix, tables.ProductStock)
-			s.setBucket(p.ProductID, 0, 5)
-			s.setBucket(p.ProductID, 1, 0)
-			old := map[string]map[string]types.AttributeValue{}
-			key := p.ProductID + "#0"
-			old[key] = s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})
-			if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{Stock: &five}, nil); err != nil {
-				t.Fatal(err)
-			}
-			settle() // the respread [3,2] is what any read sees now, but bucket 0's old 5
-			st := store.New(interleaved{DB: s.db, table: stockTable, old: old, consistent: consistent}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
-			got, err := st.GetProduct(ctx, p.ProductID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Stock != 5 {
-				t.Fatalf("stock: got %d, want 5 (the product never held more)", got.Stock)
-			}
-		})
-	}
-}
-
-// TestStockIsReadAsOfOneInstantBesideARestock: units move between buckets
-// by a sale followed by a restock as well as by a respread. Buckets [5,0]:
-// a PATCH of stockDelta -5 takes bucket 0's five; one of +5 spreads five
-// back as [3,2]. A read of bucket 0 from before the two and bucket 1 from
-// after them showed 7 for a product that never held more than 5: a
-// restock now stamps all the product's buckets, as a respread does, so
-// the page and the list find them written on either side of it and read
-// them again as of one instant.
-func TestStockIsReadAsOfOneInstantBesideARestock(t *testing.T) {
-	for _, consistent := range []bool{false, true} {
-		t.Run(fmt.Sprintf("consistent=%v", consistent), func(t *testing.T) {
-			s := newShapes(t)
-			ctx := context.Background()
-			p, err := s.st.CreateProduct(ctx, products.New{Name: "Vase", Category: "home", PriceCents: ptr[int64](100), Stock: ptr[int64](5), StockBuckets: ptr(2)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := p.ProductID + "#0"
-			s.setBucket(p.ProductID, 0, 5)
-			s.setBucket(p.ProductID, 1, 0)
-			old := map[string]map[string]types.AttributeValue{key: s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})}
-			for _, d := range []int64{-5, 5} {
-				if _, err := s.st.PatchProduct(ctx, p.ProductID, products.Patch{StockDelta: &d}, nil); err != nil {
+	five, less, more := int64(5), int64(-5), int64(5)
+	for _, w := range []struct {
+		name    string
+		patches []products.Patch
+	}{
+		{"respread", []products.Patch{{Stock: &five}}},
+		{"sale then restock", []products.Patch{{StockDelta: &less}, {StockDelta: &more}}},
+	} {
+		for _, consistent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/consistent=%v", w.name, consistent), func(t *testing.T) {
+				s := newShapes(t)
+				ctx := context.Background()
+				p, err := s.st.CreateProduct(ctx, products.New{Name: "Vase", Category: "home", PriceCents: ptr[int64](100), Stock: ptr[int64](5), StockBuckets: ptr(2)})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			settle() // what any read sees now, but bucket 0's old five
-			st := store.New(interleaved{DB: s.db, table: tables.Physical(s.prefix, tables.ProductStock), old: old, consistent: consistent}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
-			got, err := st.GetProduct(ctx, p.ProductID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Stock != 5 {
-				t.Fatalf("page: stock %d, want 5 (the product never held more)", got.Stock)
-			}
-			page, err := st.ListProductsByCategory(ctx, p.Category, 10, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(page.Items) != 1 || page.Items[0].Stock != 5 {
-				t.Fatalf("list: %+v, want the product with stock 5", page.Items)
-			}
-		})
+				settle() // another instance's eventually consistent read finds it
+				// Buckets [5,0], as sales from bucket 1 and restocks into
+				// bucket 0 leave them.
+				s.setBucket(p.ProductID, 0, 5)
+				s.setBucket(p.ProductID, 1, 0)
+				key := p.ProductID + "#0"
+				old := map[string]map[string]types.AttributeValue{key: s.raw(tables.ProductStock, map[string]types.AttributeValue{"bucketId": &types.AttributeValueMemberS{Value: key}})}
+				for _, patch := range w.patches {
+					if _, err := s.st.PatchProduct(ctx, p.ProductID, patch, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				settle() // [3,2] is what any read sees now, but bucket 0's old 5
+				st := store.New(interleaved{DB: s.db, table: tables.Physical(s.prefix, tables.ProductStock), old: old, consistent: consistent}, store.Config{Tables: store.TablesWithPrefix(s.prefix)})
+				got, err := st.GetProduct(ctx, p.ProductID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Stock != 5 {
+					t.Fatalf("page: stock %d, want 5 (the product never held more)", got.Stock)
+				}
+				page, err := st.ListProductsByCategory(ctx, p.Category, 10, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Items) != 1 || page.Items[0].Stock != 5 {
+					t.Fatalf("list: %+v, want the product with stock 5", page.Items)
+				}
+			})
+		}
 	}
 }
 
