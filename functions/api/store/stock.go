@@ -207,9 +207,10 @@ func (s *Store) withStock(ctx context.Context, ps []products.Product, consistent
 	}
 	for i := range ps {
 		bs := read[ps[i].ProductID]
-		if straddled(bs, bucketsOf(ps[i])) {
+		if straddled(bs, bucketsOf(ps[i])) || movingIn(ps[i], bs) {
 			// Read again as of one instant, the catalog item with its
-			// buckets: rare (a respread beside the read), 2 RRU a item.
+			// buckets: rare (a respread or a restock beside the read, a
+			// product's stock being moved into its buckets), 2 RRU an item.
 			p, at, ok, err := s.productAtOnce(ctx, ps[i].ProductID, bucketsOf(ps[i]))
 			switch {
 			case err != nil:
@@ -225,6 +226,22 @@ func (s *Store) withStock(ctx context.Context, ps []products.Product, consistent
 		ps[i].Version += versions(bs)
 	}
 	return nil
+}
+
+// movingIn says whether p, read with its stock still on its catalog item
+// (shape 1), has buckets too: the catalog item was read from before the
+// move of its stock into its buckets (make migrate, or its first change)
+// and the buckets from after, and the two would count the units twice.
+func movingIn(p products.Product, bs []bucket) bool {
+	if p.CatalogStock == nil {
+		return false
+	}
+	for _, b := range bs {
+		if b.BucketID != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // catalogStock is the stock p's catalog item still holds (shape 1: a
