@@ -85,7 +85,7 @@ type Stamp struct {
 // each read-committed on its own), with these stamps, beside a catalog item
 // that says the product has n buckets, may have been read on either side
 // of a write that added units, and so may count a unit twice: [5,0] sold
-// out of bucket 0 and restocked into bucket 1 reads as 5 + 5. It is so
+// out of bucket 0 and restocked as [3,2] reads as 5 + 2. It is so
 // when a bucket was written for another number of buckets, or two buckets
 // carry different marks. Buckets read between the same two such writes
 // saw only sales, which only take, and writes that add units without a

@@ -114,7 +114,7 @@ func (s *Store) PlaceOrder(ctx context.Context, userID string, req orders.Reques
 		case replan:
 			// Read again: what the contended rounds learned of the
 			// buckets others held is stale.
-			lessons.held, lessons.elsewhere = nil, false
+			lessons.held, lessons.elsewhere, quick = nil, false, false
 			continue
 		}
 		// Contended: what was read still holds (a change since then fails

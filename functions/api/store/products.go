@@ -232,8 +232,8 @@ func (s *Store) GetProduct(ctx context.Context, id string) (products.Product, er
 	// all the product's buckets (bucket.At, straddled): such a read is read
 	// again as of one instant. A cancel gives its units back to one bucket
 	// unstamped, so a sale and a cancel inside one read's milliseconds can
-	// show a unit once more on that page (docs/decisions.md, "The page of
-	// a product of several buckets", revisited in 0.22.0).
+	// show the cancelled units twice on that page (docs/decisions.md, "The
+	// page of a product of several buckets", revisited in 0.22.0).
 	read, err := s.readBuckets(ctx, map[string]int{id: n}, true)
 	if err != nil {
 		return products.Product{}, fmt.Errorf("get product %s: %w", id, err)

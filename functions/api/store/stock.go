@@ -56,7 +56,7 @@ type bucket struct {
 	// restock of bucket 1, read as bucket 0 before and bucket 1 after).
 	// A cancel gives its units back to one bucket without a stamp (see
 	// restocks): a read straddling a sale and a cancel within its own
-	// milliseconds can show a unit once more.
+	// milliseconds can show the cancelled units twice.
 	At int64 `dynamodbav:"at,omitempty"`
 }
 
