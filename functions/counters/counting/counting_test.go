@@ -638,7 +638,7 @@ func TestMissingCounterItem(t *testing.T) {
 	f.deliver(rec)
 	f.deliver(later, review)
 	for _, id := range []string{"gone", "p2"} {
-		out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s(id)}})
+		out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.tables.Products), Key: map[string]types.AttributeValue{"productId": s(id)}, ConsistentRead: aws.Bool(true)})
 		if err != nil {
 			t.Fatal(err)
 		}
