@@ -339,7 +339,7 @@ func TestScanChargedByPartitionNotByKey(t *testing.T) {
 		PartitionRCU: 4, PartitionWCU: 1000, Partitions: 4, Now: clock.Now,
 	}})
 	db := st.DynamoDB()
-	table := "small-items"
+	table := stacktest.OwnPrefix(t) + "small-items"
 	createTable(t, db, table, "")
 	for i := 0; i < 40; i++ {
 		put(t, db, table, item("k"+itoa(i), 0, nil)) // 40 values of ~10 B: 400 B in all
