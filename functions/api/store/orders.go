@@ -720,11 +720,24 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 			return orders.Order{}, fmt.Errorf("cancel order %s: %w", orderID, err)
 		}
 		for _, l := range o.Lines {
-			if _, ok := ps[l.ProductID]; !ok {
+			p, ok := ps[l.ProductID]
+			if !ok {
 				gone[l.ProductID] = true
 			}
+			if gone[l.ProductID] {
+				continue
+			}
+			// One bucket takes the units back, and no other is stamped
+			// (bucket.At): a cancel that wrote every bucket would meet,
+			// during a sale, every transaction holding any of them
+			// (docs/decisions.md, "The page of a product of several
+			// buckets", revisited in 0.22.0).
+			at := onCatalog
+			if p.CatalogStock == nil {
+				at = s.randomBucket(bucketsOf(p))
+			}
+			actions = append(actions, s.restock(l.ProductID, at, int64(l.Quantity)))
 		}
-		actions = append(actions, s.restocks(o.Lines, ps, gone)...)
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
 		for _, l := range o.Lines {
 			s.catalogs.sold(l.ProductID)
@@ -754,37 +767,6 @@ func (s *Store) CancelOrder(ctx context.Context, userID, orderID string) (orders
 		}
 	}
 	return orders.Order{}, contention("cancel order")
-}
-
-// restocks are the actions of a cancel that put the lines' quantities back
-// in stock, leaving out the products in gone: a product's units go back to
-// one bucket drawn at random, in one action a product (orders hold each
-// product once, its lines merged; summing keeps a transaction to one
-// action an item whatever an order holds). The other buckets are not stamped (bucket.At): a cancel
-// that wrote them all would meet, during a sale, every transaction that
-// holds any of them, and fail where it succeeded (docs/decisions.md, "The
-// page of a product of several buckets", revisited in 0.22.0).
-func (s *Store) restocks(lines []orders.Line, ps map[string]products.Product, gone map[string]bool) []types.TransactWriteItem {
-	var ids []string
-	units := map[string]int64{}
-	for _, l := range lines {
-		if gone[l.ProductID] {
-			continue
-		}
-		if _, ok := units[l.ProductID]; !ok {
-			ids = append(ids, l.ProductID)
-		}
-		units[l.ProductID] += int64(l.Quantity)
-	}
-	actions := make([]types.TransactWriteItem, 0, len(ids))
-	for _, id := range ids {
-		into := onCatalog
-		if p := ps[id]; p.CatalogStock == nil {
-			into = s.randomBucket(bucketsOf(p))
-		}
-		actions = append(actions, s.restock(id, into, units[id]))
-	}
-	return actions
 }
 
 // MoveOrder moves an order of userID to status to, forward along PLACED →

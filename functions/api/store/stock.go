@@ -54,8 +54,8 @@ type bucket struct {
 	// Buckets read with different ones were read from either side of such
 	// a write, and may count a unit twice (a sale of bucket 0 then a
 	// restock of bucket 1, read as bucket 0 before and bucket 1 after).
-	// A cancel gives its units back to one bucket without a stamp (see
-	// restocks): a read straddling a sale and a cancel within its own
+	// A cancel gives its units back to one bucket without a stamp
+	// (CancelOrder): a read straddling a sale and a cancel within its own
 	// milliseconds can show the cancelled units twice.
 	At int64 `dynamodbav:"at,omitempty"`
 }
